@@ -1,0 +1,3 @@
+"""agentledger.agents."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""agentledger.agents.models."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""agentledger.cli."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""agentledger.ledger."""
+
+__all__: list[str] = []

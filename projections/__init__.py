@@ -1,0 +1,3 @@
+"""agentledger.projections."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""agentledger.replay."""
+
+__all__: list[str] = []

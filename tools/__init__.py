@@ -1,0 +1,3 @@
+"""agentledger.tools."""
+
+__all__: list[str] = []
