@@ -1,3 +1,77 @@
-"""agentledger.ledger."""
+"""agentledger.ledger: the event store of agent runs.
 
-__all__: list[str] = []
+The event catalogue, the `Run` aggregate, the per-run hash chain, content-addressed blobs,
+persistence (SQLite, PostgreSQL, memory) and the `Ledger` facade with its recording API.
+Knows nothing of agents or vendor SDKs.
+"""
+
+from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
+from agentledger.ledger._ledger import Ledger, RunQuery
+from agentledger.ledger._logging import EventLogger
+from agentledger.ledger._ports import (
+    Clock,
+    IdSource,
+    RandomIds,
+    SequentialIds,
+    StepClock,
+    SystemClock,
+    format_timestamp,
+    parse_timestamp,
+)
+from agentledger.ledger._records import RecordedEvent, RunInfo
+from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
+from agentledger.ledger._run import Run
+from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
+from agentledger.ledger.errors import (
+    ConcurrencyError,
+    ImportRefusedError,
+    InvalidEventError,
+    InvalidPayloadError,
+    LedgerError,
+    RunClosedError,
+    StorageError,
+    UnknownBlobError,
+    UnknownRunError,
+    UnknownSchemeError,
+    UsageError,
+)
+
+__all__ = [
+    "GENESIS",
+    "INLINE_LIMIT",
+    "Clock",
+    "ConcurrencyError",
+    "EventLogger",
+    "IdSource",
+    "ImportRefusedError",
+    "InvalidEventError",
+    "InvalidPayloadError",
+    "Ledger",
+    "LedgerError",
+    "ModelCallRecord",
+    "Problem",
+    "RandomIds",
+    "RecordedEvent",
+    "Run",
+    "RunClosedError",
+    "RunInfo",
+    "RunQuery",
+    "RunRecorder",
+    "SequentialIds",
+    "StepClock",
+    "StorageError",
+    "SystemClock",
+    "UnknownBlobError",
+    "UnknownRunError",
+    "UnknownSchemeError",
+    "UsageError",
+    "VerifyReport",
+    "blob_ref",
+    "blob_refs_in",
+    "canonical_json",
+    "envelope_hash",
+    "format_timestamp",
+    "parse_timestamp",
+    "verify_run",
+]

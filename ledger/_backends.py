@@ -1,0 +1,507 @@
+"""Storage backends: eventsourcing's recorders, extended with blobs and a runs index.
+
+Each backend is an eventsourcing application recorder (SQLite, PostgreSQL or in-memory POPO)
+whose insert also writes the content-addressed blobs the events refer to and the runs index row,
+in the same transaction. Events and blobs are append-only (database triggers refuse UPDATE and
+DELETE). Must not know events' meaning beyond the envelope, nor agents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.popo import POPOApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+from psycopg.sql import SQL, Identifier
+
+from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo
+
+__all__ = [
+    "EVENTS_TABLE",
+    "LedgerRecorder",
+    "MemoryRecorder",
+    "PostgresRecorder",
+    "RunFilter",
+    "SQLiteRecorder",
+]
+
+EVENTS_TABLE = "agentledger_events"
+_PREVIEW = 120
+
+
+class RunFilter(Protocol):
+    """Which runs to list."""
+
+    status: str | None
+    agent: str | None
+    tag: str | None
+    since: str | None
+    until: str | None
+    limit: int | None
+
+
+class LedgerRecorder(Protocol):
+    """What the ledger needs of a backend: eventsourcing's application recorder, plus more."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """eventsourcing: insert events (our recorders take blobs= and runs= too)."""
+        ...
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """eventsourcing: one aggregate's events."""
+        ...
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """eventsourcing: the notification log, in order."""
+        ...
+
+    def max_notification_id(self) -> int | None:
+        """eventsourcing: the last notification id."""
+        ...
+
+    def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """Return the stored blobs among `refs`."""
+        ...
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return a run's index row."""
+        ...
+
+    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+        """Return index rows, newest first."""
+        ...
+
+    def all_run_ids(self) -> list[str]:
+        """Every run id that has events (read from the events, not the index)."""
+        ...
+
+
+def _preview(started: dict[str, Any]) -> str:
+    value = started.get("input")
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "\u2026"
+
+
+def _row_to_info(row: Any, tags: Iterable[str]) -> RunInfo:
+    return RunInfo(
+        run_id=row["run_id"],
+        agent=row["agent"],
+        status=row["status"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        event_count=row["last_position"],
+        head_hash=row["head_hash"],
+        input_preview=row["input_preview"],
+        tags=tuple(sorted(tags)),
+        parent_run_id=row["parent_run_id"],
+    )
+
+
+def _filter_sql(where: RunFilter, mark: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("status", where.status), ("agent", where.agent)):
+        if value is not None:
+            clauses.append(f"r.{column} = {mark}")
+            params.append(value)
+    if where.since is not None:
+        clauses.append(f"r.started_at >= {mark}")
+        params.append(where.since)
+    if where.until is not None:
+        clauses.append(f"r.started_at < {mark}")
+        params.append(where.until)
+    if where.tag is not None:
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM agentledger_run_tags t WHERE t.run_id = r.run_id "
+            f"AND t.tag = {mark})"
+        )
+        params.append(where.tag)
+    sql = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    sql += " ORDER BY r.started_at DESC, r.run_id"
+    if where.limit is not None:
+        sql += f" LIMIT {int(where.limit)}"
+    return sql, params
+
+
+_RUN_COLUMNS = (
+    "run_id, agent, status, started_at, ended_at, last_position, head_hash, input_preview, "
+    "parent_run_id, updated_at"
+)
+
+
+def _run_insert_params(update: RunIndexUpdate) -> tuple[Any, ...]:
+    started = update.started or {}
+    ended = update.updated_at if update.status != "running" else None
+    return (
+        update.run_id,
+        started.get("agent", ""),
+        update.status,
+        update.updated_at,
+        ended,
+        update.last_position,
+        update.head_hash,
+        _preview(started),
+        started.get("parent_run_id"),
+        update.updated_at,
+    )
+
+
+def _run_update_params(update: RunIndexUpdate) -> tuple[Any, ...]:
+    ended = update.updated_at if update.status != "running" else None
+    return (
+        update.last_position,
+        update.head_hash,
+        update.status,
+        ended,
+        update.updated_at,
+        update.run_id,
+    )
+
+
+class SQLiteRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite application recorder plus blobs and the runs index."""
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = EVENTS_TABLE):
+        super().__init__(datastore, events_table_name)
+
+    def construct_create_table_statements(self) -> list[str]:
+        """Events, blobs, runs index, tags, and the append-only triggers."""
+        statements = super().construct_create_table_statements()
+        statements += [
+            "CREATE TABLE IF NOT EXISTS agentledger_blobs (ref TEXT PRIMARY KEY, "
+            "size INTEGER NOT NULL, encoding TEXT NOT NULL, data BLOB NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS agentledger_runs (run_id TEXT PRIMARY KEY, "
+            "agent TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, "
+            "ended_at TEXT, last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+            "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs "
+            "(started_at)",
+            "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
+            "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID",
+        ]
+        for table in (self.events_table_name, "agentledger_blobs"):
+            for action in ("UPDATE", "DELETE"):
+                statements.append(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} "
+                    f"ON {table} BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+                )
+        return statements
+
+    def _insert_events(
+        self,
+        c: SQLiteCursor,
+        stored_events: Sequence[StoredEvent],
+        *,
+        blobs: Sequence[BlobRow] = (),
+        runs: Sequence[RunIndexUpdate] = (),
+        **_: Any,
+    ) -> Sequence[int] | None:
+        if blobs:
+            c.executemany(
+                "INSERT OR IGNORE INTO agentledger_blobs (ref, size, encoding, data) "
+                "VALUES (?, ?, ?, ?)",
+                [(b.ref, b.size, b.encoding, b.data) for b in blobs],
+            )
+        c.executemany(
+            self.insert_events_statement,
+            [
+                (s.originator_id.hex, s.originator_version, s.topic, s.state)  # type: ignore[union-attr]
+                for s in stored_events
+            ],
+        )
+        for update in runs:
+            if update.started is not None:
+                c.execute(
+                    f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    _run_insert_params(update),
+                )
+                c.executemany(
+                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
+                    [(tag, update.run_id) for tag in update.tags],
+                )
+            else:
+                c.execute(
+                    "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
+                    "ended_at = ?, updated_at = ? WHERE run_id = ?",
+                    _run_update_params(update),
+                )
+        return None
+
+    def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """Return the stored blobs among `refs`."""
+        found: dict[str, BlobRow] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(refs), 500):
+                chunk = list(refs[start : start + 500])
+                c.execute(
+                    "SELECT ref, size, encoding, data FROM agentledger_blobs WHERE ref IN "
+                    f"({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+                for row in c.fetchall():
+                    found[row["ref"]] = BlobRow(
+                        row["ref"], row["size"], row["encoding"], bytes(row["data"])
+                    )
+        return found
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return a run's index row."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT {_RUN_COLUMNS} FROM agentledger_runs WHERE run_id = ?", [run_id])
+            row = c.fetchone()
+            if row is None:
+                return None
+            c.execute("SELECT tag FROM agentledger_run_tags WHERE run_id = ?", [run_id])
+            return _row_to_info(row, [t["tag"] for t in c.fetchall()])
+
+    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+        """Return index rows, newest first."""
+        sql, params = _filter_sql(where, "?")
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT {_RUN_COLUMNS} FROM agentledger_runs r{sql}", params)
+            rows = c.fetchall()
+            c.execute("SELECT tag, run_id FROM agentledger_run_tags")
+            tags: dict[str, list[str]] = {}
+            for t in c.fetchall():
+                tags.setdefault(t["run_id"], []).append(t["tag"])
+        return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
+
+    def all_run_ids(self) -> list[str]:
+        """Every run id that has events."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT DISTINCT originator_id FROM {self.events_table_name}")
+            return sorted(str(UUID(row[0])) for row in c.fetchall())
+
+
+class PostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's PostgreSQL application recorder plus blobs and the runs index."""
+
+    def __init__(self, datastore: PostgresDatastore, events_table_name: str = EVENTS_TABLE):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(datastore.schema)
+        self._blobs = SQL("{}.agentledger_blobs").format(schema)
+        self._runs = SQL("{}.agentledger_runs").format(schema)
+        self._tags = SQL("{}.agentledger_run_tags").format(schema)
+        events = SQL("{}.{}").format(schema, Identifier(events_table_name))
+        self.sql_create_statements += [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (ref TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                "encoding TEXT NOT NULL, data BYTEA NOT NULL)"
+            ).format(self._blobs),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, "
+                "status TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT, "
+                "last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+                "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)"
+            ).format(self._runs),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
+                "PRIMARY KEY (tag, run_id))"
+            ).format(self._tags),
+            SQL(
+                "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
+                "END $$"
+            ).format(schema),
+        ]
+        for table, name in ((events, "events"), (self._blobs, "blobs")):
+            self.sql_create_statements += [
+                SQL(
+                    "CREATE OR REPLACE TRIGGER {} BEFORE UPDATE OR DELETE ON {} "
+                    "FOR EACH ROW EXECUTE FUNCTION {}.agentledger_append_only()"
+                ).format(Identifier(f"agentledger_{name}_append_only"), table, schema),
+                SQL(
+                    "CREATE OR REPLACE TRIGGER {} BEFORE TRUNCATE ON {} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION {}.agentledger_append_only()"
+                ).format(Identifier(f"agentledger_{name}_no_truncate"), table, schema),
+            ]
+
+    def _insert_events(
+        self,
+        curs: Any,
+        stored_events: Sequence[StoredEvent],
+        *,
+        blobs: Sequence[BlobRow] = (),
+        runs: Sequence[RunIndexUpdate] = (),
+        **_: Any,
+    ) -> None:
+        if blobs:
+            curs.executemany(
+                SQL(
+                    "INSERT INTO {} (ref, size, encoding, data) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (ref) DO NOTHING"
+                ).format(self._blobs),
+                [(b.ref, b.size, b.encoding, b.data) for b in blobs],
+            )
+        for update in runs:
+            if update.started is not None:
+                curs.execute(
+                    SQL("INSERT INTO {} (" + _RUN_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, "
+                        "%s, %s, %s, %s, %s)").format(self._runs),
+                    _run_insert_params(update),
+                )
+                for tag in update.tags:
+                    curs.execute(
+                        SQL("INSERT INTO {} (tag, run_id) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING").format(self._tags),
+                        (tag, update.run_id),
+                    )
+            else:
+                curs.execute(
+                    SQL(
+                        "UPDATE {} SET last_position = %s, head_hash = %s, status = %s, "
+                        "ended_at = %s, updated_at = %s WHERE run_id = %s"
+                    ).format(self._runs),
+                    _run_update_params(update),
+                )
+
+    def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """Return the stored blobs among `refs`."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT ref, size, encoding, data FROM {} WHERE ref = ANY(%s)").format(
+                    self._blobs
+                ),
+                (list(refs),),
+            )
+            return {
+                row["ref"]: BlobRow(row["ref"], row["size"], row["encoding"], bytes(row["data"]))
+                for row in curs.fetchall()
+            }
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return a run's index row."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT " + _RUN_COLUMNS + " FROM {} WHERE run_id = %s").format(self._runs),
+                (run_id,),
+            )
+            row = curs.fetchone()
+            if row is None:
+                return None
+            curs.execute(SQL("SELECT tag FROM {} WHERE run_id = %s").format(self._tags), (run_id,))
+            return _row_to_info(row, [t["tag"] for t in curs.fetchall()])
+
+    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+        """Return index rows, newest first."""
+        sql, params = _filter_sql(where, "%s")
+        sql = sql.replace("agentledger_run_tags", "{tags}")
+        query = SQL("SELECT " + _RUN_COLUMNS + " FROM {runs} r" + sql).format(
+            runs=self._runs, tags=self._tags
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, params)
+            rows = curs.fetchall()
+            curs.execute(SQL("SELECT tag, run_id FROM {}").format(self._tags))
+            tags: dict[str, list[str]] = {}
+            for t in curs.fetchall():
+                tags.setdefault(t["run_id"], []).append(t["tag"])
+        return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
+
+    def all_run_ids(self) -> list[str]:
+        """Every run id that has events."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT DISTINCT originator_id FROM {}.{}").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name)
+                )
+            )
+            return sorted(str(row["originator_id"]) for row in curs.fetchall())
+
+
+class MemoryRecorder(POPOApplicationRecorder):
+    """eventsourcing's in-memory recorder plus blobs and the runs index (for tests)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blobs: dict[str, BlobRow] = {}
+        self._runs: dict[str, dict[str, Any]] = {}
+        self._tags: dict[str, set[str]] = {}
+
+    def _update_table(
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        blobs: Sequence[BlobRow] = (),
+        runs: Sequence[RunIndexUpdate] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        ids = super()._update_table(stored_events, **kwargs)
+        for blob in blobs:
+            self._blobs.setdefault(blob.ref, blob)
+        for update in runs:
+            names = _RUN_COLUMNS.replace(" ", "").split(",")
+            if update.started is not None:
+                self._runs[update.run_id] = dict(
+                    zip(names, _run_insert_params(update), strict=True)
+                )
+                self._tags[update.run_id] = set(update.tags)
+            else:
+                row = self._runs[update.run_id]
+                values = _run_update_params(update)
+                row.update(
+                    last_position=values[0],
+                    head_hash=values[1],
+                    status=values[2],
+                    ended_at=values[3],
+                    updated_at=values[4],
+                )
+        return ids
+
+    def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """Return the stored blobs among `refs`."""
+        with self._database_lock:
+            return {ref: self._blobs[ref] for ref in refs if ref in self._blobs}
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return a run's index row."""
+        with self._database_lock:
+            row = self._runs.get(run_id)
+            return None if row is None else _row_to_info(row, self._tags[run_id])
+
+    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+        """Return index rows, newest first."""
+        with self._database_lock:
+            rows = [
+                row
+                for row in self._runs.values()
+                if (where.status is None or row["status"] == where.status)
+                and (where.agent is None or row["agent"] == where.agent)
+                and (where.since is None or row["started_at"] >= where.since)
+                and (where.until is None or row["started_at"] < where.until)
+                and (where.tag is None or where.tag in self._tags[row["run_id"]])
+            ]
+            rows.sort(key=lambda r: r["run_id"])
+            rows.sort(key=lambda r: r["started_at"], reverse=True)
+            if where.limit is not None:
+                rows = rows[: where.limit]
+            return [_row_to_info(row, self._tags[row["run_id"]]) for row in rows]
+
+    def all_run_ids(self) -> list[str]:
+        """Every run id that has events."""
+        with self._database_lock:
+            return sorted(self._stored_events_index)

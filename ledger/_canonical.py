@@ -1,0 +1,145 @@
+"""JSON-native checking and RFC 8785 canonical JSON (JCS).
+
+Owns the rules that keep hashing exact: integers within +/-(2^53-1), no NaN or Infinity, str keys,
+no bytes, sets or arbitrary objects, no lone surrogates. `canonical_json` is RFC 8785: the
+`rfc8785` package is the reference; a payload without floats and without keys outside the Basic
+Multilingual Plane takes a fast path through `json.dumps`, which produces the same bytes for such
+values (property-tested against `rfc8785` in tests/test_canonical.py). Must not know events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+import rfc8785
+
+from agentledger.ledger.errors import InvalidPayloadError
+
+__all__ = ["MAX_SAFE_INTEGER", "canonical_json", "check_json_native", "sha256_hex"]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_NON_BMP = re.compile("[\U00010000-\U0010ffff]")
+_FAST_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+)
+
+
+_FLOAT = 1
+_NON_BMP_KEY = 2
+
+
+def check_json_native(value: Any, path: str = "") -> int:
+    """Raise `InvalidPayloadError` unless `value` is JSON-native.
+
+    Lone surrogates are found when the value is encoded (`canonical_json_unchecked`), where
+    UTF-8 refuses them. Returns flags for `canonical_json_unchecked`: whether the value holds a float (which
+    `json.dumps` and RFC 8785 format differently) or a key outside the BMP (sorted differently).
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return 0
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return 0
+        raise InvalidPayloadError(
+            path, f"integer {value} is beyond +/-(2^53-1); record it as a string"
+        )
+    if kind is float:
+        if math.isfinite(value):
+            return _FLOAT
+        raise InvalidPayloadError(path, f"{value!r} is not a finite number")
+    if kind is dict:
+        flags = 0
+        for key, item in value.items():
+            if type(key) is not str:
+                raise InvalidPayloadError(path, f"object key {key!r} is not a string")
+            if not key.isascii() and _NON_BMP.search(key):
+                flags |= _NON_BMP_KEY
+            flags |= check_json_native(item, f"{path}/{_escape(key)}")
+        return flags
+    if kind is list:
+        flags = 0
+        for index, item in enumerate(value):
+            flags |= check_json_native(item, f"{path}/{index}")
+        return flags
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidPayloadError(path, "bytes are not JSON: encode them as base64url text")
+    raise InvalidPayloadError(path, f"{type(value).__name__} is not a JSON type")
+
+
+def canonical_json(value: Any) -> bytes:
+    """Return the RFC 8785 canonical UTF-8 bytes of a JSON-native value (checked first)."""
+    return canonical_json_unchecked(value, check_json_native(value))
+
+
+def canonical_json_unchecked(value: Any, flags: int) -> bytes:
+    """Canonical bytes of a value already checked by `check_json_native` (which gave `flags`).
+
+    Floats that RFC 8785 prints like Python's `repr` stay; integral floats below 1e21 become
+    ints (same digits); any other float goes through a placeholder that cannot occur in checked
+    input (it holds a lone surrogate) and is replaced by `rfc8785`'s own formatting.
+    """
+    if flags & _NON_BMP_KEY:
+        try:
+            return bytes(rfc8785.dumps(value))
+        except rfc8785.CanonicalizationError:
+            _raise_for_surrogate(value, "")
+            raise
+    if not flags:
+        text = _FAST_ENCODER.encode(value)
+    else:
+        special: list[float] = []
+        text = _FAST_ENCODER.encode(_prepare_floats(value, special))
+        for index, number in enumerate(special):
+            marker = f'"\ud800{index}\ud800"'
+            text = text.replace(marker, rfc8785.dumps(number).decode("ascii"), 1)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        _raise_for_surrogate(value, "")
+        raise
+
+
+def _raise_for_surrogate(value: Any, path: str) -> None:
+    """Find the string holding a lone surrogate and raise `InvalidPayloadError` naming it."""
+    if type(value) is str:
+        if _LONE_SURROGATE.search(value):
+            raise InvalidPayloadError(path, "a string holds a lone surrogate (not valid Unicode)")
+    elif type(value) is dict:
+        for key, item in value.items():
+            if _LONE_SURROGATE.search(key):
+                raise InvalidPayloadError(path, "an object key holds a lone surrogate")
+            _raise_for_surrogate(item, f"{path}/{_escape(key)}")
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            _raise_for_surrogate(item, f"{path}/{index}")
+
+
+def _prepare_floats(value: Any, special: list[float]) -> Any:
+    kind = type(value)
+    if kind is float:
+        magnitude = abs(value)
+        if value.is_integer() and magnitude < 1e21:
+            return int(value)
+        if magnitude >= 1e-4:
+            return value
+        special.append(value)
+        return f"\ud800{len(special) - 1}\ud800"
+    if kind is dict:
+        return {key: _prepare_floats(item, special) for key, item in value.items()}
+    if kind is list:
+        return [_prepare_floats(item, special) for item in value]
+    return value
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of `data`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _escape(key: str) -> str:
+    """Escape a key for a JSON Pointer (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")

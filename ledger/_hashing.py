@@ -1,0 +1,103 @@
+"""The per-run hash chain: envelope hashing and blob hashing.
+
+``hash_n = SHA-256("agentledger/event/v1\\n" || JCS(envelope_n without "hash"))`` where the
+envelope holds run_id, position, kind, version (the payload's schema version), timestamp,
+event_id, prev (hash_{n-1}; 64 zeros for the first) and the payload. A blob's ref is
+``sha256:`` + SHA-256 of its content's JCS bytes. Must not know storage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agentledger.ledger._canonical import canonical_json, canonical_json_unchecked
+
+__all__ = [
+    "EVENT_DOMAIN",
+    "GENESIS",
+    "blob_ref",
+    "envelope_bytes",
+    "envelope_hash",
+    "hash_envelope_with_payload_bytes",
+]
+
+EVENT_DOMAIN = b"agentledger/event/v1\n"
+GENESIS = "0" * 64
+_BLOB_PREFIX = "sha256:"
+
+
+def _s(text: str) -> str:
+    """JSON-encode a string the JCS way (json's escaping equals RFC 8785's for valid text)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def envelope_bytes(
+    *,
+    run_id: str,
+    position: int,
+    kind: str,
+    version: int,
+    timestamp: str,
+    event_id: str,
+    prev: str,
+    payload_jcs: bytes,
+) -> bytes:
+    """Return the JCS bytes of an envelope without its hash, given the payload's JCS bytes.
+
+    The keys are written in RFC 8785 order by hand so the payload is serialised only once.
+    """
+    head = (
+        f'{{"event_id":{_s(event_id)},"kind":{_s(kind)},"payload":'.encode()
+    )
+    tail = (
+        f',"position":{position},"prev":{_s(prev)},"run_id":{_s(run_id)},'
+        f'"timestamp":{_s(timestamp)},"version":{version}}}'
+    ).encode()
+    return head + payload_jcs + tail
+
+
+def hash_envelope_with_payload_bytes(
+    *,
+    run_id: str,
+    position: int,
+    kind: str,
+    version: int,
+    timestamp: str,
+    event_id: str,
+    prev: str,
+    payload_jcs: bytes,
+) -> str:
+    """Hash an envelope whose payload is already in canonical bytes."""
+    data = envelope_bytes(
+        run_id=run_id,
+        position=position,
+        kind=kind,
+        version=version,
+        timestamp=timestamp,
+        event_id=event_id,
+        prev=prev,
+        payload_jcs=payload_jcs,
+    )
+    return hashlib.sha256(EVENT_DOMAIN + data).hexdigest()
+
+
+def envelope_hash(envelope: dict[str, Any]) -> str:
+    """Hash an envelope given as a dict (its "hash" key, if any, is left out).
+
+    This is the auditor's formula, straight from the definition: any RFC 8785 implementation
+    and SHA-256 reproduce it from an export.
+    """
+    body = {key: value for key, value in envelope.items() if key != "hash"}
+    return hashlib.sha256(EVENT_DOMAIN + canonical_json(body)).hexdigest()
+
+
+def blob_ref(content_jcs: bytes) -> str:
+    """Return the content address of a blob from its canonical bytes."""
+    return _BLOB_PREFIX + hashlib.sha256(content_jcs).hexdigest()
+
+
+def canonical_payload(payload: dict[str, Any], flags: int) -> bytes:
+    """Canonical bytes of a checked payload."""
+    return canonical_json_unchecked(payload, flags)

@@ -1,0 +1,368 @@
+"""The `Ledger` facade: what an application embeds.
+
+Opens a store by URL, starts and records runs (through `RunRecorder`), reads events, runs and
+blobs, verifies, exports and imports. All writes go through `_commit`, which turns catalogue
+events into hashed envelopes on the `Run` aggregate and saves one batch (events, the blobs they
+first refer to, and the runs index) in one transaction. Must not know agents or vendor SDKs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError, PersistenceError
+from pydantic import ValidationError
+
+from agentledger.ledger._canonical import canonical_json, canonical_json_unchecked, check_json_native
+from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
+from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock, parse_timestamp
+from agentledger.ledger._records import (
+    BlobRow,
+    RecordedEvent,
+    RunIndexUpdate,
+    RunInfo,
+    decode_blob,
+    encode_blob,
+)
+from agentledger.ledger._run import Run
+from agentledger.ledger._store import DEFAULT_URL, Store, open_store
+from agentledger.ledger._verify import VerifyReport, verify_run
+from agentledger.ledger.errors import (
+    ConcurrencyError,
+    InvalidEventError,
+    RunClosedError,
+    StorageError,
+    UnknownBlobError,
+    UnknownRunError,
+)
+from agentledger.ledger.events import ConfigIdentity, LedgerEvent, RunAnnotated, RunStarted
+
+if TYPE_CHECKING:
+    from agentledger.ledger._logging import EventLogger
+    from agentledger.ledger._recording import RunRecorder
+
+__all__ = ["Ledger", "RunQuery"]
+
+ENV_URL = "AGENTLEDGER_DB"
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """A filter for `Ledger.runs`."""
+
+    status: str | None = None
+    agent: str | None = None
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int | None = None
+
+
+class Ledger:
+    """An event-sourced ledger of agent runs, over SQLite, PostgreSQL or memory.
+
+    Open one with `Ledger.open(url)`; close it (or use it as a context manager) when done.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        log: EventLogger | None = None,
+    ) -> None:
+        self._store = store
+        self.clock: Clock = clock or SystemClock()
+        self.ids: IdSource = ids or RandomIds()
+        self.log = log
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        log: EventLogger | None = None,
+    ) -> Ledger:
+        """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``)."""
+        return cls(open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL), clock=clock,
+                   ids=ids, log=log)
+
+    @property
+    def url(self) -> str:
+        """The store's URL (password removed)."""
+        return self._store.url
+
+    @property
+    def backend(self) -> str:
+        """'sqlite', 'postgresql' or 'memory'."""
+        return self._store.kind
+
+    @property
+    def recorder(self) -> Any:
+        """The eventsourcing application recorder (projections follow its notification log)."""
+        return self._store.recorder
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self._store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # Recording -------------------------------------------------------------------------------
+
+    def record_run(
+        self,
+        agent: str,
+        input: Any = None,  # noqa: A002 - the run's input, as users call it
+        *,
+        config: ConfigIdentity | None = None,
+        tags: Sequence[str] = (),
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        parent_position: int | None = None,
+        relation: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> RunRecorder:
+        """Start a run and return its recorder (a context manager that completes the run).
+
+        ``with ledger.record_run("my-agent", input=question) as run: ...`` records RunStarted at
+        once, RunCompleted when the block ends, and RunFailed (then re-raises) if it raises.
+        """
+        from agentledger.ledger._recording import RunRecorder
+
+        started = self._event(
+            RunStarted,
+            agent=agent,
+            input=input,
+            config=config or ConfigIdentity(),
+            tags=list(tags),
+            parent_run_id=parent_run_id,
+            parent_position=parent_position,
+            relation=relation,
+            overrides=dict(overrides or {}),
+        )
+        assert isinstance(started, RunStarted)
+        return RunRecorder._start(self, started, run_id or self.ids.new_run_id())
+
+    def append(self, run_id: str, *events: LedgerEvent) -> list[RecordedEvent]:
+        """Append events to an existing run in one transaction (low-level; prefer a recorder)."""
+        run = self.load(run_id)
+        if run.status != "running" and any(e.kind != "RunAnnotated" for e in events):
+            raise RunClosedError(run_id, run.status)
+        return self._commit(run, list(events), {})
+
+    def annotate(
+        self,
+        run_id: str,
+        *,
+        author: str,
+        note: str,
+        reason: str | None = None,
+        about_position: int | None = None,
+        labels: Sequence[str] = (),
+    ) -> RecordedEvent:
+        """Append a human note to any run (also a finished one): appended, never an edit."""
+        event = RunAnnotated(
+            author=author, note=note, reason=reason, about_position=about_position,
+            labels=list(labels),
+        )
+        return self.append(run_id, event)[0]
+
+    def load(self, run_id: str) -> Run:
+        """Rebuild a run's aggregate from its events."""
+        uuid = self._uuid(run_id)
+        run: Run | None = None
+        for domain_event in self._store.events.get(uuid):
+            run = domain_event.mutate(run)  # type: ignore[assignment]
+        if run is None:
+            raise UnknownRunError(run_id)
+        return run
+
+    def put_blobs(self, values: Iterable[Any]) -> list[str]:
+        """Store JSON values as blobs outside any run (tests and imports); return their refs."""
+        rows = []
+        for value in values:
+            canonical = canonical_json(value)
+            rows.append(encode_blob(blob_ref(canonical), canonical))
+        if rows:
+            self._store.recorder.insert_events([], blobs=rows)
+        return [row.ref for row in rows]
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def events(
+        self, run_id: str, *, after: int = 0, upto: int | None = None
+    ) -> list[RecordedEvent]:
+        """A run's events in position order (positions after `after`, up to `upto`)."""
+        uuid = self._uuid(run_id)
+        stored = self._store.recorder.select_events(uuid, gt=after or None, lte=upto)
+        if not stored and after == 0 and self._store.recorder.get_run(str(uuid)) is None:
+            raise UnknownRunError(run_id)
+        return [
+            RecordedEvent.from_state(str(uuid), s.originator_version, s.topic, s.state)
+            for s in stored
+        ]
+
+    def run(self, run_id: str) -> RunInfo:
+        """A run's row in the runs index."""
+        info = self._store.recorder.get_run(str(self._uuid(run_id)))
+        if info is None:
+            raise UnknownRunError(run_id)
+        return info
+
+    def runs(self, query: RunQuery | None = None, **filters: Any) -> list[RunInfo]:
+        """Runs, newest first, filtered by status, agent, tag and start time."""
+        return self._store.recorder.list_runs(query or RunQuery(**filters))
+
+    def run_ids(self) -> list[str]:
+        """Every run id with events, read from the events themselves."""
+        return self._store.recorder.all_run_ids()
+
+    def blob(self, ref: str) -> Any:
+        """The JSON value stored under `ref`."""
+        found = self.blobs([ref])
+        if ref not in found:
+            raise UnknownBlobError(ref)
+        return found[ref]
+
+    def blobs(self, refs: Sequence[str]) -> dict[str, Any]:
+        """The JSON values stored under the refs that exist."""
+        return {ref: json.loads(data) for ref, data in self.blob_bytes(refs).items()}
+
+    def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
+        """The canonical bytes stored under the refs that exist."""
+        rows: Mapping[str, BlobRow] = self._store.recorder.get_blobs(list(refs))
+        return {ref: decode_blob(row.encoding, row.data) for ref, row in rows.items()}
+
+    # Verification ----------------------------------------------------------------------------
+
+    def verify(self, run_id: str | None = None) -> VerifyReport:
+        """Recompute every hash (one run, or all) and report what is broken, by run and position."""
+        report = VerifyReport()
+        ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
+        indexed = {info.run_id for info in self.runs()} if run_id is None else set()
+        for rid in ids:
+            records = self.events(rid)
+            info = self._store.recorder.get_run(rid)
+            report.merge(verify_run(rid, records, self.blob_bytes, info))
+        for rid in sorted(indexed - set(ids)):
+            info = self.run(rid)
+            report.merge(verify_run(rid, [], self.blob_bytes, info))
+        return report
+
+    # Internals -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _uuid(run_id: str) -> UUID:
+        try:
+            return UUID(str(run_id))
+        except ValueError:
+            raise UnknownRunError(run_id) from None
+
+    @staticmethod
+    def _event(cls: type[LedgerEvent], **fields: Any) -> LedgerEvent:
+        try:
+            return cls(**fields)
+        except ValidationError as e:
+            raise InvalidEventError(cls.kind, _describe(e)) from None
+
+    def _commit(
+        self,
+        run: Run | None,
+        events: Sequence[LedgerEvent],
+        blobs: Mapping[str, bytes],
+        *,
+        started: tuple[str, RunStarted] | None = None,
+    ) -> list[RecordedEvent]:
+        """Hash `events` onto the run's chain and save them with `blobs` in one transaction."""
+        recorded: list[RecordedEvent] = []
+        head = run.head_hash if run is not None else GENESIS
+        position = run.position if run is not None else 0
+        run_id = run.run_id if run is not None else ""
+        for event in events:
+            payload = event.model_dump(mode="json", exclude_defaults=True)
+            payload_jcs = canonical_json_unchecked(payload, check_json_native(payload))
+            position += 1
+            timestamp = self.clock.now()
+            event_id = self.ids.new_id()
+            if run is None:
+                assert started is not None
+                run_id = started[0]
+            digest = hash_envelope_with_payload_bytes(
+                run_id=run_id,
+                position=position,
+                kind=event.kind,
+                version=event.class_version,
+                timestamp=timestamp,
+                event_id=event_id,
+                prev=head,
+                payload_jcs=payload_jcs,
+            )
+            fields = {
+                "kind": event.kind,
+                "schema_version": event.class_version,
+                "event_id": event_id,
+                "recorded_at": timestamp,
+                "prev": head,
+                "hash": digest,
+                "payload": payload,
+                "payload_jcs": payload_jcs,
+                "timestamp": parse_timestamp(timestamp),
+            }
+            if run is None:
+                run = Run.start(run_id, **fields)
+            else:
+                run.record(**fields)
+            recorded.append(
+                RecordedEvent(run_id, position, event.kind, event.class_version, timestamp,
+                              event_id, head, digest, payload)
+            )
+            head = digest
+        assert run is not None
+        update = RunIndexUpdate(
+            run_id=run_id,
+            last_position=position,
+            head_hash=head,
+            status=run.status,
+            updated_at=recorded[-1].timestamp if recorded else self.clock.now(),
+            started=started[1].model_dump(mode="json") if started else None,
+            tags=tuple(started[1].tags) if started else (),
+        )
+        rows = [encode_blob(ref, data) for ref, data in blobs.items()]
+        pending = run.collect_events()
+        try:
+            self._store.events.put(pending, blobs=rows, runs=[update])
+        except IntegrityError as e:
+            raise ConcurrencyError(run_id, recorded[0].position if recorded else 0) from e
+        except PersistenceError as e:
+            raise StorageError(self.url, str(e)) from e
+        if self.log is not None:
+            for record in recorded:
+                self.log.recorded(record)
+        return recorded
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(event)"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,81 @@
+"""Maps the `Run` aggregate's domain events to eventsourcing `StoredEvent`s and back.
+
+The stored topic is the event kind; the stored state is the canonical JSON of
+``{"hash", "id", "payload", "prev", "ts", "v"}``, written by concatenation so the payload is
+serialised once (for its hash and its storage). Must not know databases.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import JSONTranscoder, Mapper, StoredEvent
+from eventsourcing.utils import get_topic
+
+from agentledger.ledger._ports import parse_timestamp
+from agentledger.ledger._run import Run
+
+__all__ = ["EnvelopeMapper", "state_bytes"]
+
+_RUN_TOPIC = get_topic(Run)
+
+
+def state_bytes(
+    *, hash_: str, event_id: str, payload_jcs: bytes, prev: str, ts: str, version: int
+) -> bytes:
+    """The stored state of one event, canonical JSON in RFC 8785 key order."""
+    return (
+        f'{{"hash":"{hash_}","id":{json.dumps(event_id)},"payload":'.encode()
+        + payload_jcs
+        + f',"prev":"{prev}","ts":"{ts}","v":{version}}}'.encode()
+    )
+
+
+class EnvelopeMapper(Mapper[UUID]):
+    """eventsourcing mapper for `Run` events carrying ledger envelopes."""
+
+    def __init__(self) -> None:
+        super().__init__(transcoder=JSONTranscoder())
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        """Encode a `Run.Started` or `Run.Recorded` event."""
+        e = domain_event
+        return StoredEvent(
+            originator_id=e.originator_id,
+            originator_version=e.originator_version,
+            topic=e.kind,
+            state=state_bytes(
+                hash_=e.hash,
+                event_id=e.event_id,
+                payload_jcs=e.payload_jcs,
+                prev=e.prev,
+                ts=e.recorded_at,
+                version=e.schema_version,
+            ),
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        """Decode a stored event into the aggregate's event class."""
+        body = json.loads(stored_event.state)
+        started = stored_event.topic == "RunStarted"
+        cls = Run.Started if started else Run.Recorded
+        fields: dict[str, Any] = {
+            "originator_id": UUID(str(stored_event.originator_id)),
+            "originator_version": stored_event.originator_version,
+            "timestamp": parse_timestamp(body["ts"]),
+            "kind": stored_event.topic,
+            "schema_version": body["v"],
+            "event_id": body["id"],
+            "recorded_at": body["ts"],
+            "prev": body["prev"],
+            "hash": body["hash"],
+            "payload": body["payload"],
+            "payload_jcs": b"",
+        }
+        if started:
+            fields["originator_topic"] = _RUN_TOPIC
+        event = object.__new__(cls)
+        object.__setattr__(event, "__dict__", fields)
+        return event

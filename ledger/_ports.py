@@ -1,0 +1,108 @@
+"""The clock and id ports: the one place that reads the wall clock and the OS random source.
+
+Everything non-deterministic enters a run through a port; these two are the ledger's. Replay and
+tests swap in `StepClock` and `SequentialIds` (agentledger.ledger.testing re-exports them).
+Timestamps are RFC 3339 UTC with microseconds, e.g. ``2026-01-02T03:04:05.000006Z``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from typing import Protocol
+
+__all__ = [
+    "Clock",
+    "IdSource",
+    "RandomIds",
+    "SequentialIds",
+    "StepClock",
+    "SystemClock",
+    "format_timestamp",
+    "parse_timestamp",
+]
+
+
+def format_timestamp(moment: _dt.datetime) -> str:
+    """Format an aware datetime as RFC 3339 UTC with microseconds."""
+    if moment.tzinfo is None:
+        msg = "timestamps must be timezone-aware"
+        raise ValueError(msg)
+    return moment.astimezone(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_timestamp(text: str) -> _dt.datetime:
+    """Parse an RFC 3339 timestamp (as written by `format_timestamp`) to an aware datetime."""
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Clock(Protocol):
+    """Tells the time as an RFC 3339 UTC string."""
+
+    def now(self) -> str:
+        """Return the current time."""
+        ...
+
+
+class IdSource(Protocol):
+    """Makes new unique ids."""
+
+    def new_id(self) -> str:
+        """Return a new 32-hex-digit id."""
+        ...
+
+    def new_run_id(self) -> str:
+        """Return a new run id (a canonical UUID string)."""
+        ...
+
+
+class SystemClock:
+    """The wall clock (the only reader of `datetime.now` in the project)."""
+
+    def now(self) -> str:
+        """Return the current UTC time."""
+        return format_timestamp(_dt.datetime.now(_dt.UTC))  # noqa: TID251 - this is the clock port
+
+
+class RandomIds:
+    """Random UUIDv4 ids (the only caller of `uuid.uuid4` in the project)."""
+
+    def new_id(self) -> str:
+        """Return a random 32-hex-digit id."""
+        return uuid.uuid4().hex  # noqa: TID251 - this is the id port
+
+    def new_run_id(self) -> str:
+        """Return a random run id."""
+        return str(uuid.uuid4())  # noqa: TID251 - this is the id port
+
+
+class StepClock:
+    """A deterministic clock: starts at `start` and advances `step_us` microseconds per read."""
+
+    def __init__(self, start: str = "2026-01-01T00:00:00.000000Z", step_us: int = 1000) -> None:
+        self._moment = parse_timestamp(start)
+        self._step = _dt.timedelta(microseconds=step_us)
+
+    def now(self) -> str:
+        """Return the current fake time, then advance it."""
+        text = format_timestamp(self._moment)
+        self._moment += self._step
+        return text
+
+
+class SequentialIds:
+    """Deterministic ids derived from a seed string and a counter."""
+
+    def __init__(self, seed: str = "agentledger") -> None:
+        self._namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"agentledger:{seed}")
+        self._count = 0
+
+    def new_id(self) -> str:
+        """Return the next id."""
+        self._count += 1
+        return uuid.uuid5(self._namespace, str(self._count)).hex
+
+    def new_run_id(self) -> str:
+        """Return the next run id."""
+        self._count += 1
+        return str(uuid.uuid5(self._namespace, f"run:{self._count}"))

@@ -1,0 +1,416 @@
+"""`RunRecorder`: the documented API for recording a run from any Python code.
+
+A recorder appends catalogue events to one run, stores large values and conversations as
+content-addressed blobs (a conversation is a chain of message nodes, so a growing history
+stores each message once), batches a step's events into one transaction, and closes the run:
+RunCompleted on normal exit, RunFailed (then re-raise) if the block raises. Must not know agents
+or vendor SDKs: model calls and tool calls arrive as plain JSON.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._hashing import blob_ref
+from agentledger.ledger._records import RecordedEvent
+from agentledger.ledger.errors import InvalidPayloadError, LedgerError, RunClosedError
+from agentledger.ledger.events import (
+    Attempt,
+    ClarificationRequested,
+    DeltaApplied,
+    ErrorInfo,
+    GuardrailTripped,
+    LedgerEvent,
+    ModelCalled,
+    PlanProposed,
+    PolicyDecided,
+    PromptRef,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    StepCompleted,
+    StepStarted,
+    SynthesisProduced,
+    ToolCalled,
+    ToolErrorInfo,
+    ToolReturned,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from agentledger.ledger._ledger import Ledger
+    from agentledger.ledger._run import Run
+
+__all__ = ["ModelCallRecord", "RunRecorder"]
+
+INLINE_LIMIT = 4096
+"""JSON values larger than this (canonical bytes) are stored as blobs, referenced by hash."""
+
+
+@dataclass(frozen=True)
+class ModelCallRecord:
+    """What recording a model call produced: where, and the refs of its request and answer."""
+
+    position: int
+    call_id: str
+    messages_ref: str
+    response_ref: str | None
+    fingerprint: str
+
+
+class RunRecorder:
+    """Records one run. Use as a context manager; see `Ledger.record_run`."""
+
+    def __init__(self, ledger: Ledger, run: Run) -> None:
+        self._ledger = ledger
+        self._run = run
+        self._pending: list[LedgerEvent] = []
+        self._blobs: dict[str, bytes] = {}
+        self._depth = 0
+        self._counters: dict[str, int] = {}
+        self._chain_messages: list[Any] = []
+        self._chain_refs: list[str] = []
+        self.recorded: list[RecordedEvent] = []
+
+    @classmethod
+    def _start(cls, ledger: Ledger, started: RunStarted, run_id: str) -> RunRecorder:
+        blobs: dict[str, bytes] = {}
+        if started.input is not None and len(canonical_json(started.input)) > INLINE_LIMIT:
+            ref = _put(blobs, started.input)
+            started = started.model_copy(update={"input": None, "input_ref": ref})
+        recorded = ledger._commit(None, [started], blobs, started=(run_id, started))
+        recorder = cls(ledger, ledger.load(run_id))
+        recorder.recorded.extend(recorded)
+        return recorder
+
+    # State -----------------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._run.run_id
+
+    @property
+    def position(self) -> int:
+        """Position of the last event recorded or pending."""
+        return self._run.position + len(self._pending)
+
+    @property
+    def status(self) -> str:
+        """'running', 'completed' or 'failed'."""
+        return self._run.status
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger this run records into."""
+        return self._ledger
+
+    def new_id(self, prefix: str) -> str:
+        """A run-local id such as ``call-3`` (deterministic: replay reproduces it)."""
+        self._counters[prefix] = self._counters.get(prefix, 0) + 1
+        return f"{prefix}-{self._counters[prefix]}"
+
+    # Core ------------------------------------------------------------------------------------
+
+    def record(self, event: LedgerEvent) -> int:
+        """Append any catalogue event; returns its position. Flushed now unless in a batch."""
+        if self._run.status != "running":
+            raise RunClosedError(self.run_id, self._run.status)
+        self._pending.append(event)
+        position = self.position
+        if self._depth == 0:
+            self.flush()
+        return position
+
+    def flush(self) -> None:
+        """Commit pending events and their blobs in one transaction."""
+        if not self._pending:
+            return
+        events, blobs = self._pending, self._blobs
+        self._pending, self._blobs = [], {}
+        self.recorded.extend(self._ledger._commit(self._run, events, blobs))
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the events recorded inside the block into one transaction."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.flush()
+
+    def put_blob(self, value: Any) -> str:
+        """Store a JSON value by content (written with the next flush); returns its ref."""
+        return _put(self._blobs, value)
+
+    def _inline_or_ref(self, value: Any) -> tuple[Any, str | None]:
+        if value is None:
+            return None, None
+        if len(canonical_json(value)) > INLINE_LIMIT:
+            return None, self.put_blob(value)
+        return value, None
+
+    # Conversation chains ---------------------------------------------------------------------
+
+    def messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        """The ref of a conversation's head node, storing only messages not stored before."""
+        if not messages:
+            return self.put_blob({"message": None, "parent_ref": None})
+        shared = 0
+        limit = min(len(messages), len(self._chain_messages))
+        while shared < limit and messages[shared] == self._chain_messages[shared]:
+            shared += 1
+        refs = self._chain_refs[:shared]
+        parent = refs[-1] if refs else None
+        for message in messages[shared:]:
+            parent = self.put_blob({"message": dict(message), "parent_ref": parent})
+            refs.append(parent)
+        self._chain_messages = [dict(m) for m in messages]
+        self._chain_refs = refs
+        assert parent is not None
+        return parent
+
+    def prompt(self, name: str, version: str, text: str) -> PromptRef:
+        """Store a prompt's text and return its versioned, hashed reference."""
+        ref = self.put_blob(text)
+        return PromptRef(name=name, version=version, hash=ref, text_ref=ref)
+
+    # Typed helpers ---------------------------------------------------------------------------
+
+    def model_call(
+        self,
+        *,
+        provider: str,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        response: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        usage: Usage | Mapping[str, int] | None = None,
+        cost_usd: float | None = None,
+        latency_ms: float = 0.0,
+        attempts: Sequence[Attempt] = (),
+        error: ErrorInfo | None = None,
+        finish_reason: str | None = None,
+        prompt: PromptRef | None = None,
+        step_id: str | None = None,
+        call_id: str | None = None,
+        actor: str | None = None,
+        caused_by: int | None = None,
+        served_from: str | None = None,
+    ) -> ModelCallRecord:
+        """Record one model call: messages (as a chain), response, usage, latency, attempts."""
+        head = self.messages_ref(messages)
+        tools_ref = self.put_blob(list(tools)) if tools else None
+        params_dict = dict(params or {})
+        fingerprint = blob_ref(
+            canonical_json(
+                {"model": model, "params": params_dict, "messages_ref": head, "tools_ref": tools_ref}
+            )
+        )
+        response_ref = None
+        if response is not None:
+            response_ref = self.put_blob({"message": dict(response), "parent_ref": head})
+        call_id = call_id or self.new_id("call")
+        event = ModelCalled(
+            call_id=call_id,
+            step_id=step_id,
+            provider=provider,
+            model=model,
+            params=params_dict,
+            prompt=prompt,
+            messages_ref=head,
+            message_count=len(messages),
+            tools_ref=tools_ref,
+            request_fingerprint=fingerprint,
+            response_ref=response_ref,
+            finish_reason=finish_reason,
+            usage=usage if isinstance(usage, Usage) else Usage(**dict(usage or {})),
+            cost_usd=cost_usd,
+            latency_ms=latency_ms,
+            attempts=list(attempts),
+            error=error,
+            actor=actor or f"{provider}:{model}",
+            caused_by=caused_by,
+            served_from=served_from,
+        )
+        position = self.record(event)
+        return ModelCallRecord(position, call_id, head, response_ref, fingerprint)
+
+    def tool_call(
+        self,
+        tool: str,
+        arguments: Any,
+        *,
+        call_id: str | None = None,
+        tool_version: str = "1",
+        risk: str = "low",
+        effectful: bool = False,
+        step_id: str | None = None,
+        caused_by: int | None = None,
+    ) -> tuple[str, int]:
+        """Record that a tool was called; returns (call id, position)."""
+        inline, ref = self._inline_or_ref(arguments)
+        call_id = call_id or self.new_id("tool")
+        position = self.record(
+            ToolCalled(
+                call_id=call_id, tool=tool, tool_version=tool_version, arguments=inline,
+                arguments_ref=ref, step_id=step_id, risk=risk, effectful=effectful,
+                actor=f"tool:{tool}", caused_by=caused_by,
+            )
+        )
+        return call_id, position
+
+    def tool_result(
+        self,
+        call_id: str,
+        *,
+        ok: bool,
+        type: str,  # noqa: A002 - the envelope's field name
+        data: Any = None,
+        error: ToolErrorInfo | None = None,
+        latency_ms: float = 0.0,
+        caused_by: int | None = None,
+        served_from: str | None = None,
+    ) -> int:
+        """Record a tool's result envelope."""
+        inline, ref = self._inline_or_ref(data)
+        return self.record(
+            ToolReturned(
+                call_id=call_id, ok=ok, type=type, data=inline, data_ref=ref, error=error,
+                latency_ms=latency_ms, caused_by=caused_by, served_from=served_from,
+            )
+        )
+
+    def tool(
+        self, tool: str, arguments: Any, *, result: Any = None, error: ToolErrorInfo | None = None,
+        latency_ms: float = 0.0, step_id: str | None = None, effectful: bool = False,
+    ) -> str:
+        """Record a tool call and its result together; returns the call id."""
+        with self.batch():
+            call_id, position = self.tool_call(
+                tool, arguments, step_id=step_id, effectful=effectful
+            )
+            self.tool_result(
+                call_id, ok=error is None, type=tool, data=result, error=error,
+                latency_ms=latency_ms, caused_by=position,
+            )
+        return call_id
+
+    def delta(
+        self, patch: Mapping[str, Any], *, step_id: str | None = None, source: str | None = None,
+        caused_by: int | None = None,
+    ) -> int:
+        """Record a JSON Merge Patch to the world state (must be an object at top level)."""
+        if not isinstance(patch, Mapping):
+            raise InvalidPayloadError("", f"a delta must be a JSON object, not {type(patch).__name__}")
+        return self.record(
+            DeltaApplied(patch=dict(patch), step_id=step_id, source=source, caused_by=caused_by)
+        )
+
+    def plan(self, plan: Any, *, step_id: str | None = None, caused_by: int | None = None) -> int:
+        """Record a proposed plan."""
+        return self.record(PlanProposed(plan=plan, step_id=step_id, caused_by=caused_by))
+
+    def policy(self, decision: str, **fields: Any) -> int:
+        """Record a policy decision (allow, redact or block)."""
+        return self.record(PolicyDecided(decision=decision, **fields))  # type: ignore[arg-type]
+
+    def guardrail(self, guardrail: str, *, action: str, message: str, **fields: Any) -> int:
+        """Record a guardrail trip."""
+        return self.record(
+            GuardrailTripped(guardrail=guardrail, action=action, message=message, **fields)
+        )
+
+    def clarify(self, question: str, *, step_id: str | None = None) -> int:
+        """Record that the run asks the user a question instead of answering."""
+        return self.record(ClarificationRequested(question=question, step_id=step_id))
+
+    def answer(
+        self, answer: str, *, evidence_ids: Sequence[str] = (), step_id: str | None = None,
+        caused_by: int | None = None,
+    ) -> int:
+        """Record the synthesized answer and the evidence ids it cites."""
+        inline, ref = self._inline_or_ref(answer)
+        return self.record(
+            SynthesisProduced(
+                answer=inline, answer_ref=ref, evidence_ids=list(evidence_ids), step_id=step_id,
+                caused_by=caused_by,
+            )
+        )
+
+    @contextmanager
+    def step(self, name: str, args: Any = None, *, step_id: str | None = None) -> Iterator[str]:
+        """Record a step: StepStarted, the block's events, StepCompleted (one transaction)."""
+        step_id = step_id or self.new_id("step")
+        with self.batch():
+            self.record(StepStarted(step_id=step_id, name=name, args=args))
+            try:
+                yield step_id
+            except BaseException as e:
+                self.record(StepCompleted(step_id=step_id, status="failed", error=_error(e)))
+                raise
+            self.record(StepCompleted(step_id=step_id, status="ok"))
+
+    # Closing ---------------------------------------------------------------------------------
+
+    def complete(self, outcome: str = "answered") -> RecordedEvent:
+        """Record RunCompleted (with the event count and head hash) and close the run."""
+        self.flush()
+        event = RunCompleted(
+            event_count=self._run.position + 1, head_hash=self._run.head_hash, outcome=outcome
+        )
+        self.record(event)
+        return self.recorded[-1]
+
+    def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
+        """Record RunFailed with the error and close the run."""
+        try:
+            self.flush()
+        except LedgerError:
+            self._pending.clear()
+            self._blobs.clear()
+        info = error if isinstance(error, ErrorInfo) else _error(error)
+        self.record(
+            RunFailed(
+                event_count=self._run.position + 1, head_hash=self._run.head_hash, error=info
+            )
+        )
+        return self.recorded[-1]
+
+    def __enter__(self) -> RunRecorder:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._run.status != "running":
+            return
+        if exc is None:
+            self.complete()
+        else:
+            self._depth = 0
+            self.fail(exc)
+
+
+def _put(blobs: dict[str, bytes], value: Any) -> str:
+    canonical = canonical_json(value)
+    ref = blob_ref(canonical)
+    blobs[ref] = canonical
+    return ref
+
+
+def _error(error: BaseException) -> ErrorInfo:
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=5))
+    return ErrorInfo(type=type(error).__name__, message=str(error), traceback=text[-4000:])

@@ -1,0 +1,93 @@
+"""The `Run` aggregate: one per run, positions 1..n, built on eventsourcing's `Aggregate`.
+
+Each recorded fact is an eventsourcing domain event carrying the ledger envelope (kind, schema
+version, event id, timestamp, prev, hash and the JSON payload). The aggregate keeps what an
+append needs: position, head hash and status. It does not know storage or agents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from agentledger.ledger._hashing import GENESIS
+
+__all__ = ["Run"]
+
+
+class Run(Aggregate):
+    """A recorded run. Its version is the position of its last event."""
+
+    class Started(Aggregate.Created):
+        """Position 1: the RunStarted envelope."""
+
+        kind: str
+        schema_version: int
+        event_id: str
+        recorded_at: str
+        prev: str
+        hash: str
+        payload: dict[str, Any]
+        payload_jcs: bytes
+
+    class Recorded(Aggregate.Event):
+        """Positions 2..n: any other envelope."""
+
+        kind: str
+        schema_version: int
+        event_id: str
+        recorded_at: str
+        prev: str
+        hash: str
+        payload: dict[str, Any]
+        payload_jcs: bytes
+
+        def apply(self, aggregate: Aggregate) -> None:
+            """Advance the head to this event."""
+            assert isinstance(aggregate, Run)
+            aggregate.head_hash = self.hash
+            if self.kind == "RunCompleted":
+                aggregate.status = "completed"
+            elif self.kind == "RunFailed":
+                aggregate.status = "failed"
+
+    def __init__(
+        self,
+        kind: str,
+        schema_version: int,
+        event_id: str,
+        recorded_at: str,
+        prev: str,
+        hash: str,  # noqa: A002 - the envelope's field name
+        payload: dict[str, Any],
+        payload_jcs: bytes,
+    ) -> None:
+        del kind, schema_version, event_id, recorded_at, prev, payload, payload_jcs
+        self.head_hash = hash
+        self.status = "running"
+
+    @property
+    def run_id(self) -> str:
+        """The run id as text."""
+        return str(self.id)
+
+    @property
+    def position(self) -> int:
+        """Position of the last recorded event."""
+        return int(self.version)
+
+    @classmethod
+    def start(cls, run_id: str, **envelope: Any) -> Run:
+        """Create the aggregate with its RunStarted envelope at position 1."""
+        return cls._create(cls.Started, id=UUID(run_id), **envelope)
+
+    def record(self, **envelope: Any) -> None:
+        """Append the next envelope (position = version + 1)."""
+        self.trigger_event(self.Recorded, **envelope)
+
+
+def genesis_prev() -> str:
+    """The `prev` of position 1."""
+    return GENESIS

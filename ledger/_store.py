@@ -1,0 +1,122 @@
+"""Opening a ledger URL: the persistence choice, and the eventsourcing event store on top.
+
+``sqlite:///path.db`` (embedded default), ``postgresql://user@host:port/db[?schema=name]``
+(scale) and ``memory://`` (tests). Translates database errors into `StorageError` and refuses
+unknown schemes with `UnknownSchemeError`. Must not know events beyond the envelope.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+from uuid import UUID
+
+from eventsourcing.persistence import EventStore, PersistenceError
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
+
+from agentledger.ledger._backends import (
+    LedgerRecorder,
+    MemoryRecorder,
+    PostgresRecorder,
+    SQLiteRecorder,
+)
+from agentledger.ledger._mapper import EnvelopeMapper
+from agentledger.ledger.errors import StorageError, UnknownSchemeError
+
+__all__ = ["DEFAULT_URL", "Store", "open_store", "redact_url"]
+
+DEFAULT_URL = "sqlite:///agentledger.db"
+SQLITE_LOCK_TIMEOUT_S = 30
+
+
+@dataclass
+class Store:
+    """An opened backend: its URL, recorder and eventsourcing event store."""
+
+    url: str
+    kind: str
+    recorder: LedgerRecorder
+    events: EventStore[UUID]
+    datastore: SQLiteDatastore | PostgresDatastore | None
+
+    def close(self) -> None:
+        """Release connections."""
+        if self.datastore is not None:
+            self.datastore.close()
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+def open_store(url: str) -> Store:
+    """Open (creating tables if needed) the store at `url`."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    mapper = EnvelopeMapper()
+    if scheme == "memory":
+        recorder = MemoryRecorder()
+        return Store(url, "memory", recorder, EventStore(mapper, recorder), None)
+    if scheme == "sqlite":
+        return _open_sqlite(url, mapper)
+    if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
+        return _open_postgres(url, mapper)
+    raise UnknownSchemeError(url)
+
+
+def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
+    raw = unquote(url.split("://", 1)[1])
+    if not raw.startswith("/") or raw == "/":
+        raise StorageError(url, "expected sqlite:///relative/path.db or sqlite:////abs/path.db")
+    path = Path(raw[1:])
+    directory = path.parent if str(path.parent) else Path()
+    if not directory.is_dir():
+        raise StorageError(url, f"directory {str(directory)!r} does not exist")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StorageError(url, f"database file {str(path)!r} is read-only")
+    if not path.exists() and not os.access(directory, os.W_OK):
+        raise StorageError(url, f"directory {str(directory)!r} is not writable")
+    datastore = SQLiteDatastore(str(path), lock_timeout=SQLITE_LOCK_TIMEOUT_S)
+    recorder = SQLiteRecorder(datastore)
+    try:
+        recorder.create_table()
+    except (PersistenceError, sqlite3.Error) as e:
+        datastore.close()
+        raise StorageError(url, f"cannot create tables: {e}") from e
+    return Store(url, "sqlite", recorder, EventStore(mapper, recorder), datastore)
+
+
+def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
+    parts = urlsplit(url)
+    options = parse_qs(parts.query)
+    schema = options.get("schema", [""])[0]
+    try:
+        datastore = PostgresDatastore(
+            dbname=(parts.path or "/").lstrip("/") or "postgres",
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=unquote(parts.username or "postgres"),
+            password=unquote(parts.password or ""),
+            schema=schema,
+            pool_size=5,
+            max_overflow=5,
+            pool_open_timeout=10.0,
+            connect_timeout=5.0,
+            lock_timeout=30,
+        )
+        if schema:
+            with datastore.transaction(commit=True) as curs:
+                curs.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        recorder = PostgresRecorder(datastore)
+        recorder.create_table()
+    except (PersistenceError, OSError, Exception) as e:
+        raise StorageError(redact_url(url), f"cannot open PostgreSQL: {e}") from e
+    return Store(redact_url(url), "postgresql", recorder, EventStore(mapper, recorder), datastore)

@@ -1,0 +1,130 @@
+"""Errors raised by the ledger layer.
+
+The tree::
+
+    LedgerError
+    ├── UsageError                  the caller's code is wrong
+    │   ├── InvalidPayloadError     a value is not JSON-native (path, reason)
+    │   ├── InvalidEventError       an event failed its schema (kind, details)
+    │   ├── UnknownSchemeError      a database URL we cannot open (url)
+    │   └── RunClosedError          append to a completed or failed run (run_id, status)
+    ├── UnknownRunError             no run with that id (run_id)
+    ├── UnknownBlobError            no blob with that hash (ref)
+    ├── ConcurrencyError            another writer took the position first (run_id, position)
+    ├── StorageError                the database cannot be opened or written (url, reason)
+    └── ImportRefusedError          an export file failed verification; nothing written (problems)
+
+Database and eventsourcing errors are translated at the storage adapter, with ``from e``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ConcurrencyError",
+    "ImportRefusedError",
+    "InvalidEventError",
+    "InvalidPayloadError",
+    "LedgerError",
+    "RunClosedError",
+    "StorageError",
+    "UnknownBlobError",
+    "UnknownRunError",
+    "UnknownSchemeError",
+    "UsageError",
+]
+
+
+class LedgerError(Exception):
+    """Base of every error the ledger raises."""
+
+
+class UsageError(LedgerError):
+    """The caller's code is wrong: fix the call, not the data store."""
+
+
+class InvalidPayloadError(UsageError):
+    """A value handed to the ledger is not JSON-native under the hashing rules."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"payload at {path or '/'} is not JSON-native: {reason}")
+
+
+class InvalidEventError(UsageError):
+    """An event failed validation against its schema."""
+
+    def __init__(self, kind: str, details: str) -> None:
+        self.kind = kind
+        self.details = details
+        super().__init__(f"invalid {kind} event: {details}")
+
+
+class UnknownSchemeError(UsageError):
+    """A database URL whose scheme the ledger does not support."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        super().__init__(
+            f"cannot open {url!r}: use sqlite:///path/to/file.db, postgresql://user@host/db "
+            "or memory://"
+        )
+
+
+class RunClosedError(UsageError):
+    """An append to a run that already recorded RunCompleted or RunFailed."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} is {status}: a closed run takes no more events")
+
+
+class UnknownRunError(LedgerError):
+    """No run with that id is recorded in this ledger."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} in this ledger")
+
+
+class UnknownBlobError(LedgerError):
+    """No blob with that content hash is stored."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        super().__init__(f"no blob {ref!r} in this ledger")
+
+
+class ConcurrencyError(LedgerError):
+    """Another writer recorded this run's position first; nothing of ours was written."""
+
+    def __init__(self, run_id: str, position: int) -> None:
+        self.run_id = run_id
+        self.position = position
+        super().__init__(
+            f"run {run_id}: position {position} was recorded by another writer; "
+            "reload the run and retry"
+        )
+
+
+class StorageError(LedgerError):
+    """The database could not be opened, read or written."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{url}: {reason}")
+
+
+class ImportRefusedError(LedgerError):
+    """An export file failed verification; nothing was written."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        listed = "; ".join(self.problems[:5])
+        more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+        super().__init__(f"refused to import {source}: {listed}{more}")

@@ -1,0 +1,368 @@
+"""The event catalogue: every kind of fact a run records, as frozen pydantic models.
+
+Owns the payload schemas, their `class_version`s and upcasters. Events are past tense; payloads
+are JSON-native (`JSONValue` is checked strictly, never coerced). Fields named ``*_ref`` hold
+content-addressed blob references (``sha256:<hex>``); ``*_refs`` hold lists of them. Must not know
+storage, hashing or agents.
+
+Versioning follows eventsourcing's convention: a class with ``class_version = 2`` defines
+``upcast_v1_v2(payload: dict) -> None`` which edits an old stored payload in place on read. The
+stored payload itself is never edited, so its hash still verifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+from agentledger.ledger._canonical import check_json_native
+
+__all__ = [
+    "EVENT_TYPES",
+    "Attempt",
+    "BlobRef",
+    "ClarificationRequested",
+    "ConfigIdentity",
+    "DeltaApplied",
+    "ErrorInfo",
+    "GuardrailTripped",
+    "JSONValue",
+    "LedgerEvent",
+    "ModelCalled",
+    "ModelConfig",
+    "PlanProposed",
+    "PolicyDecided",
+    "PromptRef",
+    "Redaction",
+    "RunAnnotated",
+    "RunCompleted",
+    "RunFailed",
+    "RunStarted",
+    "StepCompleted",
+    "StepStarted",
+    "SynthesisProduced",
+    "ToolCalled",
+    "ToolErrorInfo",
+    "ToolReturned",
+    "Usage",
+    "event_type",
+]
+
+
+def _strict_json(value: Any) -> Any:
+    check_json_native(value)
+    return value
+
+
+JSONValue = Annotated[Any, BeforeValidator(_strict_json)]
+"""Any JSON-native value, checked under the hashing rules and never coerced."""
+
+JSONObject = Annotated[dict[str, Any], BeforeValidator(_strict_json)]
+BlobRef = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+HashHex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class LedgerEvent(_Model):
+    """Base of every recorded event payload.
+
+    `actor` names who acted (agent role, model, tool); `caused_by` is the position of the event
+    that caused this one (a model call causes a tool call, a tool result causes a delta).
+    """
+
+    kind: ClassVar[str] = "LedgerEvent"
+    class_version: ClassVar[int] = 1
+
+    actor: str | None = None
+    caused_by: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" not in cls.__dict__:
+            cls.kind = cls.__name__
+
+
+class PromptRef(_Model):
+    """A named, versioned prompt and the hash of its exact text."""
+
+    name: str
+    version: str
+    hash: BlobRef
+    text_ref: BlobRef | None = None
+
+
+class ModelConfig(_Model):
+    """What a model role was configured as for a run."""
+
+    provider: str
+    model: str
+    params: JSONObject = Field(default_factory=dict)
+
+
+class ConfigIdentity(_Model):
+    """Everything that identifies how a run was configured, for audit and diff."""
+
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    prompts: dict[str, PromptRef] = Field(default_factory=dict)
+    tools: dict[str, str] = Field(default_factory=dict)
+    code_version: str = "unknown"
+    settings: JSONObject = Field(default_factory=dict)
+
+
+class ErrorInfo(_Model):
+    """An error as recorded: its type, message and, when useful, a short traceback."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+class Usage(_Model):
+    """Token usage of one model call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+class Attempt(_Model):
+    """One attempt at a model call, as the retry loop saw it."""
+
+    number: int
+    status_code: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    latency_ms: float = 0.0
+    backoff_s: float = 0.0
+
+
+class Redaction(_Model):
+    """What the policy gate redacted: the kind of data and how many occurrences."""
+
+    kind: str
+    count: int
+
+
+class ToolErrorInfo(_Model):
+    """The error half of a tool result envelope."""
+
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class RunStarted(LedgerEvent):
+    """A run began: its input, configuration identity, tags and lineage."""
+
+    agent: str
+    input: JSONValue = None
+    input_ref: BlobRef | None = None
+    config: ConfigIdentity = Field(default_factory=ConfigIdentity)
+    tags: list[str] = Field(default_factory=list)
+    parent_run_id: str | None = None
+    parent_position: int | None = None
+    relation: Literal["fork", "rerun", "resume"] | None = None
+    overrides: JSONObject = Field(default_factory=dict)
+
+
+class PolicyDecided(LedgerEvent):
+    """The policy gate allowed, redacted or blocked a request before anything else ran."""
+
+    decision: Literal["allow", "redact", "block"]
+    reasons: list[str] = Field(default_factory=list)
+    redactions: list[Redaction] = Field(default_factory=list)
+    risk_tags: list[str] = Field(default_factory=list)
+
+
+class PlanProposed(LedgerEvent):
+    """A plan (or router plan) that an agent proposed."""
+
+    plan: JSONValue
+    step_id: str | None = None
+
+
+class StepStarted(LedgerEvent):
+    """A step of a plan or loop began."""
+
+    step_id: str
+    name: str
+    args: JSONValue = None
+    parent_step_id: str | None = None
+
+
+class StepCompleted(LedgerEvent):
+    """A step finished: ok, failed or skipped."""
+
+    step_id: str
+    status: Literal["ok", "failed", "skipped"]
+    output: JSONValue = None
+    error: ErrorInfo | None = None
+
+
+class ModelCalled(LedgerEvent):
+    """One model call: request by reference, response, usage, latency, attempts and errors.
+
+    `messages_ref` is the head of the conversation's message chain (each node a blob holding one
+    message and its parent's ref), so a growing conversation stores each message once.
+    `response_ref` is the node the response adds to that chain.
+    """
+
+    call_id: str
+    step_id: str | None = None
+    provider: str
+    model: str
+    params: JSONObject = Field(default_factory=dict)
+    prompt: PromptRef | None = None
+    messages_ref: BlobRef
+    message_count: int
+    tools_ref: BlobRef | None = None
+    request_fingerprint: str
+    response_ref: BlobRef | None = None
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    latency_ms: float = 0.0
+    attempts: list[Attempt] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    served_from: str | None = None
+
+
+class ToolCalled(LedgerEvent):
+    """A tool was called with these arguments."""
+
+    call_id: str
+    tool: str
+    tool_version: str = "1"
+    arguments: JSONValue = None
+    arguments_ref: BlobRef | None = None
+    step_id: str | None = None
+    risk: str = "low"
+    effectful: bool = False
+
+
+class ToolReturned(LedgerEvent):
+    """A tool's result envelope, as the executor received it."""
+
+    call_id: str
+    ok: bool
+    type: str
+    data: JSONValue = None
+    data_ref: BlobRef | None = None
+    error: ToolErrorInfo | None = None
+    latency_ms: float = 0.0
+    served_from: str | None = None
+
+
+class DeltaApplied(LedgerEvent):
+    """A JSON Merge Patch (RFC 7386) applied to the run's world state."""
+
+    patch: JSONObject
+    step_id: str | None = None
+    source: str | None = None
+
+
+class GuardrailTripped(LedgerEvent):
+    """A guardrail stopped or changed what the run would have done."""
+
+    guardrail: str
+    limit: JSONValue = None
+    observed: JSONValue = None
+    action: str
+    message: str
+    step_id: str | None = None
+
+
+class ClarificationRequested(LedgerEvent):
+    """The run stopped to ask the user a question instead of answering."""
+
+    question: str
+    step_id: str | None = None
+
+
+class SynthesisProduced(LedgerEvent):
+    """The answer, with the evidence ids it cites."""
+
+    answer: str | None = None
+    answer_ref: BlobRef | None = None
+    evidence_ids: list[str] = Field(default_factory=list)
+    step_id: str | None = None
+
+
+class RunCompleted(LedgerEvent):
+    """The run ended normally. `event_count` counts this event; `head_hash` is its prev."""
+
+    event_count: int
+    head_hash: HashHex
+    outcome: str = "answered"
+
+
+class RunFailed(LedgerEvent):
+    """The run ended with an error. Carries the count and head hash, like RunCompleted."""
+
+    event_count: int
+    head_hash: HashHex
+    error: ErrorInfo
+
+
+class RunAnnotated(LedgerEvent):
+    """A later human note on a run: who, when (the envelope's time), why. Never an edit."""
+
+    author: str
+    note: str
+    reason: str | None = None
+    about_position: int | None = None
+    labels: list[str] = Field(default_factory=list)
+
+
+_CATALOGUE: tuple[type[LedgerEvent], ...] = (
+    RunStarted,
+    PolicyDecided,
+    PlanProposed,
+    StepStarted,
+    StepCompleted,
+    ModelCalled,
+    ToolCalled,
+    ToolReturned,
+    DeltaApplied,
+    GuardrailTripped,
+    ClarificationRequested,
+    SynthesisProduced,
+    RunCompleted,
+    RunFailed,
+    RunAnnotated,
+)
+
+EVENT_TYPES: Mapping[str, type[LedgerEvent]] = MappingProxyType({c.kind: c for c in _CATALOGUE})
+"""Every event kind the ledger knows, by name."""
+
+TERMINAL_KINDS = frozenset({"RunCompleted", "RunFailed"})
+
+
+def event_type(kind: str) -> type[LedgerEvent]:
+    """Return the event class recorded under `kind`."""
+    try:
+        return EVENT_TYPES[kind]
+    except KeyError:
+        msg = f"unknown event kind {kind!r}; known: {', '.join(sorted(EVENT_TYPES))}"
+        raise KeyError(msg) from None
+
+
+def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of a stored payload brought up to its class's current version."""
+    cls = event_type(kind)
+    if version == cls.class_version:
+        return payload
+    if version > cls.class_version:
+        msg = f"{kind} v{version} is newer than this code's v{cls.class_version}"
+        raise ValueError(msg)
+    upgraded = dict(payload)
+    while version < cls.class_version:
+        getattr(cls, f"upcast_v{version}_v{version + 1}")(upgraded)
+        version += 1
+    return upgraded
