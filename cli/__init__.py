@@ -1,3 +1,5 @@
-"""agentledger.cli."""
+"""agentledger.cli: the `agentledger` command, the composition root of the project."""
 
-__all__: list[str] = []
+from agentledger.cli._main import build_parser, main
+
+__all__ = ["build_parser", "main"]

@@ -252,6 +252,18 @@ class Ledger:
         rows: Mapping[str, BlobRow] = self._store.recorder.get_blobs(list(refs))
         return {ref: decode_blob(row.encoding, row.data) for ref, row in rows.items()}
 
+    def conversation(self, ref: str) -> list[Any]:
+        """The messages of a conversation chain, oldest first, from its head node's ref."""
+        messages: list[Any] = []
+        current: str | None = ref
+        while current is not None:
+            node = self.blob(current)
+            if node.get("message") is not None:
+                messages.append(node["message"])
+            current = node.get("parent_ref")
+        messages.reverse()
+        return messages
+
     # Verification ----------------------------------------------------------------------------
 
     def verify(self, run_id: str | None = None) -> VerifyReport:
@@ -267,6 +279,19 @@ class Ledger:
             info = self.run(rid)
             report.merge(verify_run(rid, [], self.blob_bytes, info))
         return report
+
+    def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
+        """Write one run (events and every blob it refers to) to a JSONL file."""
+        from agentledger.ledger._export import export_run
+
+        self.run(run_id)
+        return export_run(self, run_id, path)
+
+    def import_file(self, path: str | os.PathLike[str]) -> str:
+        """Verify an export file and write its run; refuses a broken file and writes nothing."""
+        from agentledger.ledger._export import import_run
+
+        return import_run(self, path)
 
     # Internals -------------------------------------------------------------------------------
 

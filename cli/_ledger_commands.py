@@ -1,0 +1,147 @@
+"""CLI commands over the ledger itself: runs, show, verify, export, import, annotate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from agentledger.cli._common import open_ledger, resolve_run
+from agentledger.cli._format import runs_table, timeline
+from agentledger.ledger import Ledger, blob_refs_in
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's commands."""
+    p = sub.add_parser("runs", help="list recorded runs, newest first")
+    p.add_argument("--status", choices=["running", "completed", "failed"])
+    p.add_argument("--agent")
+    p.add_argument("--tag")
+    p.add_argument("--since", help="RFC 3339 time or date, e.g. 2026-01-31")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("show", help="a run's timeline (or --json: full events, blobs resolved)")
+    p.add_argument("run", help="run id or a unique prefix")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("verify", help="recompute hash chains and blobs; exit 1 if broken")
+    p.add_argument("run", nargs="?", help="one run (default: every run)")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
+    p.add_argument("run")
+    p.add_argument("-o", "--output", required=True, help="file to write")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="verify an export file and add its run")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("annotate", help="append a human note to a run (never an edit)")
+    p.add_argument("run")
+    p.add_argument("--author", required=True)
+    p.add_argument("--note", required=True)
+    p.add_argument("--reason")
+    p.add_argument("--position", type=int, help="the position the note is about")
+    p.set_defaults(func=cmd_annotate)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List runs."""
+    with open_ledger(args) as ledger:
+        runs = ledger.runs(
+            status=args.status, agent=args.agent, tag=args.tag, since=args.since, limit=args.limit
+        )
+        if args.json:
+            print(json.dumps([vars(r) for r in runs], indent=2, default=list))
+        else:
+            print(runs_table(runs))
+    return 0
+
+
+def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    """A run's events with every referenced blob resolved (conversations as message lists)."""
+    records = ledger.events(run_id)
+    out = []
+    for record in records:
+        item: dict[str, Any] = record.envelope()
+        resolved: dict[str, Any] = {}
+        payload = record.payload
+        if record.kind == "ModelCalled":
+            resolved["messages"] = ledger.conversation(payload["messages_ref"])
+            if payload.get("response_ref"):
+                resolved["response"] = ledger.blob(payload["response_ref"])["message"]
+            if payload.get("tools_ref"):
+                resolved["tools"] = ledger.blob(payload["tools_ref"])
+        else:
+            for ref in blob_refs_in(payload):
+                resolved[ref] = ledger.blob(ref)
+        if resolved:
+            item["resolved"] = resolved
+        out.append(item)
+    info = ledger.run(run_id)
+    return {"run": vars(info) | {"tags": list(info.tags)}, "events": out}
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Show a run."""
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        if args.json:
+            print(json.dumps(resolved_events(ledger, run_id), indent=2, ensure_ascii=False))
+            return 0
+        info = ledger.run(run_id)
+        print(f"run {info.run_id}  agent={info.agent}  status={info.status}  "
+              f"events={info.event_count}  started={info.started_at}")
+        print(timeline(ledger.events(run_id)))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify one run or all."""
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run) if args.run else None
+        report = ledger.verify(run_id)
+    for problem in report.problems:
+        print(f"BROKEN {problem}")
+    verdict = "intact" if report.ok else f"BROKEN ({len(report.broken_runs)} runs)"
+    print(
+        f"{verdict}: {report.runs_checked} runs, {report.events_checked} events, "
+        f"{report.blobs_checked} blobs checked"
+    )
+    return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a run."""
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        lines = ledger.export_run(run_id, args.output)
+    print(f"wrote {args.output}: run {run_id}, {lines} lines", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import an export file."""
+    with open_ledger(args) as ledger:
+        run_id = ledger.import_file(args.file)
+    print(run_id)
+    return 0
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """Annotate a run."""
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        record = ledger.annotate(
+            run_id, author=args.author, note=args.note, reason=args.reason,
+            about_position=args.position,
+        )
+    print(f"annotated run {run_id} at position {record.position}")
+    return 0

@@ -1,0 +1,53 @@
+"""The `agentledger` command: the composition root. Parses arguments and dispatches."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from agentledger.cli import _demo, _ledger_commands
+from agentledger.cli._common import CliError
+from agentledger.ledger import LedgerError
+
+__all__ = ["build_parser", "main"]
+
+Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+COMMAND_MODULES: tuple[Registrar, ...] = (_ledger_commands.register, _demo.register)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every command registered."""
+    parser = argparse.ArgumentParser(
+        prog="agentledger",
+        description="An event-sourced, auditable ledger for multi-agent LLM runs.",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="ledger URL: sqlite:///file.db, postgresql://user@host/db, memory:// "
+        "(default: $AGENTLEDGER_DB, else sqlite:///agentledger.db)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each appended event")
+    parser.add_argument("--log-json", action="store_true", help="with -v: log lines as JSON")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMAND_MODULES:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except CliError as e:
+        print(f"agentledger: {e}", file=sys.stderr)
+        return 2
+    except LedgerError as e:
+        print(f"agentledger: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("agentledger: interrupted", file=sys.stderr)
+        return 130
+    return status
