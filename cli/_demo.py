@@ -34,32 +34,64 @@ def record_sample_run(ledger: Ledger) -> RunRecorder:
             {"role": "system", "content": "Plan the steps as strict JSON."},
             {"role": "user", "content": QUESTION},
         ]
-        plan = {"steps": [{"tool": "weather", "args": {"place": "Harbour"}},
-                          {"tool": "transit", "args": {"origin": "Central", "destination": "Harbour"}}]}
+        plan = {
+            "steps": [
+                {"tool": "weather", "args": {"place": "Harbour"}},
+                {"tool": "transit", "args": {"origin": "Central", "destination": "Harbour"}},
+            ]
+        }
         with run.step("plan") as step:
             call = run.model_call(
-                provider="scripted", model="demo-planner", messages=messages,
+                provider="scripted",
+                model="demo-planner",
+                messages=messages,
                 response={"role": "assistant", "content": json.dumps(plan)},
                 usage={"input_tokens": 42, "output_tokens": 31, "total_tokens": 73},
-                prompt=system, step_id=step, finish_reason="stop",
+                prompt=system,
+                step_id=step,
+                finish_reason="stop",
             )
             run.plan(plan, step_id=step, caused_by=call.position)
         with run.step("weather", plan["steps"][0]["args"]) as step:
             call_id = run.tool(
-                "weather", {"place": "Harbour"}, step_id=step,
-                result={"place": "Harbour", "forecast": "sunny", "temp_c": 19,
-                        "evidence_id": "wx:harbour:pm"},
+                "weather",
+                {"place": "Harbour"},
+                step_id=step,
+                result={
+                    "place": "Harbour",
+                    "forecast": "sunny",
+                    "temp_c": 19,
+                    "evidence_id": "wx:harbour:pm",
+                },
             )
-            run.delta({"weather": {"Harbour": {"forecast": "sunny", "temp_c": 19}},
-                       "evidence": {call_id: "wx:harbour:pm"}}, step_id=step, source=call_id)
+            run.delta(
+                {
+                    "weather": {"Harbour": {"forecast": "sunny", "temp_c": 19}},
+                    "evidence": {call_id: "wx:harbour:pm"},
+                },
+                step_id=step,
+                source=call_id,
+            )
         with run.step("transit", plan["steps"][1]["args"]) as step:
             call_id = run.tool(
-                "transit", {"origin": "Central", "destination": "Harbour"}, step_id=step,
-                result={"mode": "tram", "line": "T2", "minutes": 14,
-                        "evidence_id": "tr:central-harbour"},
+                "transit",
+                {"origin": "Central", "destination": "Harbour"},
+                step_id=step,
+                result={
+                    "mode": "tram",
+                    "line": "T2",
+                    "minutes": 14,
+                    "evidence_id": "tr:central-harbour",
+                },
             )
-            run.delta({"route": {"mode": "tram", "line": "T2", "minutes": 14},
-                       "evidence": {call_id: "tr:central-harbour"}}, step_id=step, source=call_id)
+            run.delta(
+                {
+                    "route": {"mode": "tram", "line": "T2", "minutes": 14},
+                    "evidence": {call_id: "tr:central-harbour"},
+                },
+                step_id=step,
+                source=call_id,
+            )
         run.answer(
             "Yes: sunny and 19 °C at the Harbour this afternoon. Take tram T2 from Central "
             "(about 14 minutes).",

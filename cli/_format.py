@@ -30,7 +30,7 @@ def runs_table(runs: Sequence[RunInfo]) -> str:
     return "\n".join(lines)
 
 
-def summarize(record: RecordedEvent) -> str:
+def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one flat dispatch over kinds
     """One line saying what an event recorded."""
     p: dict[str, Any] = record.payload
     kind = record.kind
@@ -52,7 +52,9 @@ def summarize(record: RecordedEvent) -> str:
         if p.get("ok"):
             return f"{p.get('call_id')} ok {_clip(json.dumps(p.get('data')), 70)}"
         error = p.get("error") or {}
-        return f"{p.get('call_id')} FAILED {error.get('code')}: {_clip(error.get('message', ''), 60)}"
+        return (
+            f"{p.get('call_id')} FAILED {error.get('code')}: {_clip(error.get('message', ''), 60)}"
+        )
     if kind == "DeltaApplied":
         return _clip(json.dumps(p.get("patch")), 90)
     if kind in {"StepStarted", "StepCompleted"}:

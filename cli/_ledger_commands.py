@@ -97,8 +97,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps(resolved_events(ledger, run_id), indent=2, ensure_ascii=False))
             return 0
         info = ledger.run(run_id)
-        print(f"run {info.run_id}  agent={info.agent}  status={info.status}  "
-              f"events={info.event_count}  started={info.started_at}")
+        print(
+            f"run {info.run_id}  agent={info.agent}  status={info.status}  "
+            f"events={info.event_count}  started={info.started_at}"
+        )
         print(timeline(ledger.events(run_id)))
     return 0
 
@@ -140,7 +142,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run)
         record = ledger.annotate(
-            run_id, author=args.author, note=args.note, reason=args.reason,
+            run_id,
+            author=args.author,
+            note=args.note,
+            reason=args.reason,
             about_position=args.position,
         )
     print(f"annotated run {run_id} at position {record.position}")

@@ -19,8 +19,8 @@ from agentledger.ledger._ports import (
     format_timestamp,
     parse_timestamp,
 )
-from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
+from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._run import Run
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (

@@ -19,30 +19,18 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 
-from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo
+from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
 
 __all__ = [
     "EVENTS_TABLE",
     "LedgerRecorder",
     "MemoryRecorder",
     "PostgresRecorder",
-    "RunFilter",
     "SQLiteRecorder",
 ]
 
 EVENTS_TABLE = "agentledger_events"
 _PREVIEW = 120
-
-
-class RunFilter(Protocol):
-    """Which runs to list."""
-
-    status: str | None
-    agent: str | None
-    tag: str | None
-    since: str | None
-    until: str | None
-    limit: int | None
 
 
 class LedgerRecorder(Protocol):
@@ -90,7 +78,7 @@ class LedgerRecorder(Protocol):
         """Return a run's index row."""
         ...
 
-    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+    def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""
         ...
 
@@ -120,7 +108,7 @@ def _row_to_info(row: Any, tags: Iterable[str]) -> RunInfo:
     )
 
 
-def _filter_sql(where: RunFilter, mark: str) -> tuple[str, list[Any]]:
+def _filter_sql(where: RunQuery, mark: str) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("status", where.status), ("agent", where.agent)):
@@ -191,16 +179,21 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         """Events, blobs, runs index, tags, and the append-only triggers."""
         statements = super().construct_create_table_statements()
         statements += [
-            "CREATE TABLE IF NOT EXISTS agentledger_blobs (ref TEXT PRIMARY KEY, "
-            "size INTEGER NOT NULL, encoding TEXT NOT NULL, data BLOB NOT NULL) WITHOUT ROWID",
-            "CREATE TABLE IF NOT EXISTS agentledger_runs (run_id TEXT PRIMARY KEY, "
-            "agent TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, "
-            "ended_at TEXT, last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
-            "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs "
-            "(started_at)",
-            "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
-            "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID",
+            (
+                "CREATE TABLE IF NOT EXISTS agentledger_blobs (ref TEXT PRIMARY KEY, "
+                "size INTEGER NOT NULL, encoding TEXT NOT NULL, data BLOB NOT NULL) WITHOUT ROWID"
+            ),
+            (
+                "CREATE TABLE IF NOT EXISTS agentledger_runs (run_id TEXT PRIMARY KEY, "
+                "agent TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, "
+                "ended_at TEXT, last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+                "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)"
+            ),
+            "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs (started_at)",
+            (
+                "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
+                "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
+            ),
         ]
         for table in (self.events_table_name, "agentledger_blobs"):
             for action in ("UPDATE", "DELETE"):
@@ -278,7 +271,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
             c.execute("SELECT tag FROM agentledger_run_tags WHERE run_id = ?", [run_id])
             return _row_to_info(row, [t["tag"] for t in c.fetchall()])
 
-    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+    def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""
         sql, params = _filter_sql(where, "?")
         with self.datastore.transaction(commit=False) as c:
@@ -343,7 +336,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
     def _insert_events(
         self,
         curs: Any,
-        stored_events: Sequence[StoredEvent],
+        stored_events: Sequence[StoredEvent],  # noqa: ARG002 - eventsourcing's hook signature
         *,
         blobs: Sequence[BlobRow] = (),
         runs: Sequence[RunIndexUpdate] = (),
@@ -360,14 +353,17 @@ class PostgresRecorder(PostgresApplicationRecorder):
         for update in runs:
             if update.started is not None:
                 curs.execute(
-                    SQL("INSERT INTO {} (" + _RUN_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, "
-                        "%s, %s, %s, %s, %s)").format(self._runs),
+                    SQL(
+                        "INSERT INTO {} (" + _RUN_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, "
+                        "%s, %s, %s, %s, %s)"
+                    ).format(self._runs),
                     _run_insert_params(update),
                 )
                 for tag in update.tags:
                     curs.execute(
-                        SQL("INSERT INTO {} (tag, run_id) VALUES (%s, %s) "
-                            "ON CONFLICT DO NOTHING").format(self._tags),
+                        SQL(
+                            "INSERT INTO {} (tag, run_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+                        ).format(self._tags),
                         (tag, update.run_id),
                     )
             else:
@@ -406,7 +402,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
             curs.execute(SQL("SELECT tag FROM {} WHERE run_id = %s").format(self._tags), (run_id,))
             return _row_to_info(row, [t["tag"] for t in curs.fetchall()])
 
-    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+    def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""
         sql, params = _filter_sql(where, "%s")
         sql = sql.replace("agentledger_run_tags", "{tags}")
@@ -483,7 +479,7 @@ class MemoryRecorder(POPOApplicationRecorder):
             row = self._runs.get(run_id)
             return None if row is None else _row_to_info(row, self._tags[run_id])
 
-    def list_runs(self, where: RunFilter) -> list[RunInfo]:
+    def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""
         with self._database_lock:
             rows = [

@@ -37,8 +37,9 @@ def check_json_native(value: Any, path: str = "") -> int:
     """Raise `InvalidPayloadError` unless `value` is JSON-native.
 
     Lone surrogates are found when the value is encoded (`canonical_json_unchecked`), where
-    UTF-8 refuses them. Returns flags for `canonical_json_unchecked`: whether the value holds a float (which
-    `json.dumps` and RFC 8785 format differently) or a key outside the BMP (sorted differently).
+    UTF-8 refuses them. Returns flags for `canonical_json_unchecked`: whether the value holds
+    a float (which `json.dumps` and RFC 8785 format differently) or a key outside the BMP
+    (which they sort differently).
     """
     kind = type(value)
     if kind is str or kind is bool or value is None:
@@ -135,6 +136,8 @@ def _prepare_floats(value: Any, special: list[float]) -> Any:
     if kind is list:
         return [_prepare_floats(item, special) for item in value]
     return value
+
+
 def sha256_hex(data: bytes) -> str:
     """Hex SHA-256 of `data`."""
     return hashlib.sha256(data).hexdigest()

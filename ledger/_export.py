@@ -9,6 +9,7 @@ Must not know agents.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,7 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
         yield json.dumps({"type": "blob", "ref": ref, "content": content}, ensure_ascii=False)
 
 
-def export_run(ledger: Ledger, run_id: str, path: str | Path) -> int:
+def export_run(ledger: Ledger, run_id: str, path: str | os.PathLike[str]) -> int:
     """Write one run to `path` as JSONL; returns the number of lines written."""
     lines = 0
     with Path(path).open("w", encoding="utf-8") as out:
@@ -89,9 +90,14 @@ def _read(path: Path) -> tuple[dict[str, Any], list[RecordedEvent], dict[str, by
             if item.get("type") == "event":
                 records.append(
                     RecordedEvent(
-                        run_id=item["run_id"], position=item["position"], kind=item["kind"],
-                        version=item["version"], timestamp=item["timestamp"],
-                        event_id=item["event_id"], prev=item["prev"], hash=item["hash"],
+                        run_id=item["run_id"],
+                        position=item["position"],
+                        kind=item["kind"],
+                        version=item["version"],
+                        timestamp=item["timestamp"],
+                        event_id=item["event_id"],
+                        prev=item["prev"],
+                        hash=item["hash"],
                         payload=item["payload"],
                     )
                 )
@@ -104,7 +110,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[RecordedEvent], dict[str, by
     return header, records, blobs
 
 
-def import_run(ledger: Ledger, path: str | Path) -> str:
+def import_run(ledger: Ledger, path: str | os.PathLike[str]) -> str:
     """Verify an export file and, if intact, write its run; returns the run id."""
     path = Path(path)
     header, records, blobs = _read(path)

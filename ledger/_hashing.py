@@ -1,4 +1,4 @@
-"""The per-run hash chain: envelope hashing and blob hashing.
+r"""The per-run hash chain: envelope hashing and blob hashing.
 
 ``hash_n = SHA-256("agentledger/event/v1\\n" || JCS(envelope_n without "hash"))`` where the
 envelope holds run_id, position, kind, version (the payload's schema version), timestamp,
@@ -48,9 +48,7 @@ def envelope_bytes(
 
     The keys are written in RFC 8785 order by hand so the payload is serialised only once.
     """
-    head = (
-        f'{{"event_id":{_s(event_id)},"kind":{_s(kind)},"payload":'.encode()
-    )
+    head = f'{{"event_id":{_s(event_id)},"kind":{_s(kind)},"payload":'.encode()
     tail = (
         f',"position":{position},"prev":{_s(prev)},"run_id":{_s(run_id)},'
         f'"timestamp":{_s(timestamp)},"version":{version}}}'

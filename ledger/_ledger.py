@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from pydantic import ValidationError
 
-from agentledger.ledger._canonical import canonical_json, canonical_json_unchecked, check_json_native
+from agentledger.ledger._canonical import (
+    canonical_json,
+    canonical_json_unchecked,
+    check_json_native,
+)
 from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock, parse_timestamp
 from agentledger.ledger._records import (
@@ -27,6 +30,7 @@ from agentledger.ledger._records import (
     RecordedEvent,
     RunIndexUpdate,
     RunInfo,
+    RunQuery,
     decode_blob,
     encode_blob,
 )
@@ -50,18 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["Ledger", "RunQuery"]
 
 ENV_URL = "AGENTLEDGER_DB"
-
-
-@dataclass(frozen=True)
-class RunQuery:
-    """A filter for `Ledger.runs`."""
-
-    status: str | None = None
-    agent: str | None = None
-    tag: str | None = None
-    since: str | None = None
-    until: str | None = None
-    limit: int | None = None
 
 
 class Ledger:
@@ -93,8 +85,9 @@ class Ledger:
         log: EventLogger | None = None,
     ) -> Ledger:
         """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``)."""
-        return cls(open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL), clock=clock,
-                   ids=ids, log=log)
+        return cls(
+            open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL), clock=clock, ids=ids, log=log
+        )
 
     @property
     def url(self) -> str:
@@ -110,6 +103,10 @@ class Ledger:
     def recorder(self) -> Any:
         """The eventsourcing application recorder (projections follow its notification log)."""
         return self._store.recorder
+
+    def sqlalchemy_url(self) -> tuple[str, str | None]:
+        """A SQLAlchemy URL for the ledger's database (with credentials) and its schema."""
+        return self._store.sqlalchemy_url()
 
     def close(self) -> None:
         """Release the store's connections."""
@@ -181,7 +178,10 @@ class Ledger:
     ) -> RecordedEvent:
         """Append a human note to any run (also a finished one): appended, never an edit."""
         event = RunAnnotated(
-            author=author, note=note, reason=reason, about_position=about_position,
+            author=author,
+            note=note,
+            reason=reason,
+            about_position=about_position,
             labels=list(labels),
         )
         return self.append(run_id, event)[0]
@@ -191,7 +191,7 @@ class Ledger:
         uuid = self._uuid(run_id)
         run: Run | None = None
         for domain_event in self._store.events.get(uuid):
-            run = domain_event.mutate(run)  # type: ignore[assignment]
+            run = cast("Run", cast("Any", domain_event).mutate(run))
         if run is None:
             raise UnknownRunError(run_id)
         return run
@@ -303,11 +303,11 @@ class Ledger:
             raise UnknownRunError(run_id) from None
 
     @staticmethod
-    def _event(cls: type[LedgerEvent], **fields: Any) -> LedgerEvent:
+    def _event(event_class: type[LedgerEvent], **fields: Any) -> LedgerEvent:
         try:
-            return cls(**fields)
+            return event_class(**fields)
         except ValidationError as e:
-            raise InvalidEventError(cls.kind, _describe(e)) from None
+            raise InvalidEventError(event_class.kind, _describe(e)) from None
 
     def _commit(
         self,
@@ -357,8 +357,17 @@ class Ledger:
             else:
                 run.record(**fields)
             recorded.append(
-                RecordedEvent(run_id, position, event.kind, event.class_version, timestamp,
-                              event_id, head, digest, payload)
+                RecordedEvent(
+                    run_id,
+                    position,
+                    event.kind,
+                    event.class_version,
+                    timestamp,
+                    event_id,
+                    head,
+                    digest,
+                    payload,
+                )
             )
             head = digest
         assert run is not None

@@ -213,7 +213,12 @@ class RunRecorder:
         params_dict = dict(params or {})
         fingerprint = blob_ref(
             canonical_json(
-                {"model": model, "params": params_dict, "messages_ref": head, "tools_ref": tools_ref}
+                {
+                    "model": model,
+                    "params": params_dict,
+                    "messages_ref": head,
+                    "tools_ref": tools_ref,
+                }
             )
         )
         response_ref = None
@@ -262,9 +267,16 @@ class RunRecorder:
         call_id = call_id or self.new_id("tool")
         position = self.record(
             ToolCalled(
-                call_id=call_id, tool=tool, tool_version=tool_version, arguments=inline,
-                arguments_ref=ref, step_id=step_id, risk=risk, effectful=effectful,
-                actor=f"tool:{tool}", caused_by=caused_by,
+                call_id=call_id,
+                tool=tool,
+                tool_version=tool_version,
+                arguments=inline,
+                arguments_ref=ref,
+                step_id=step_id,
+                risk=risk,
+                effectful=effectful,
+                actor=f"tool:{tool}",
+                caused_by=caused_by,
             )
         )
         return call_id, position
@@ -285,14 +297,28 @@ class RunRecorder:
         inline, ref = self._inline_or_ref(data)
         return self.record(
             ToolReturned(
-                call_id=call_id, ok=ok, type=type, data=inline, data_ref=ref, error=error,
-                latency_ms=latency_ms, caused_by=caused_by, served_from=served_from,
+                call_id=call_id,
+                ok=ok,
+                type=type,
+                data=inline,
+                data_ref=ref,
+                error=error,
+                latency_ms=latency_ms,
+                caused_by=caused_by,
+                served_from=served_from,
             )
         )
 
     def tool(
-        self, tool: str, arguments: Any, *, result: Any = None, error: ToolErrorInfo | None = None,
-        latency_ms: float = 0.0, step_id: str | None = None, effectful: bool = False,
+        self,
+        tool: str,
+        arguments: Any,
+        *,
+        result: Any = None,
+        error: ToolErrorInfo | None = None,
+        latency_ms: float = 0.0,
+        step_id: str | None = None,
+        effectful: bool = False,
     ) -> str:
         """Record a tool call and its result together; returns the call id."""
         with self.batch():
@@ -300,18 +326,29 @@ class RunRecorder:
                 tool, arguments, step_id=step_id, effectful=effectful
             )
             self.tool_result(
-                call_id, ok=error is None, type=tool, data=result, error=error,
-                latency_ms=latency_ms, caused_by=position,
+                call_id,
+                ok=error is None,
+                type=tool,
+                data=result,
+                error=error,
+                latency_ms=latency_ms,
+                caused_by=position,
             )
         return call_id
 
     def delta(
-        self, patch: Mapping[str, Any], *, step_id: str | None = None, source: str | None = None,
+        self,
+        patch: Mapping[str, Any],
+        *,
+        step_id: str | None = None,
+        source: str | None = None,
         caused_by: int | None = None,
     ) -> int:
         """Record a JSON Merge Patch to the world state (must be an object at top level)."""
         if not isinstance(patch, Mapping):
-            raise InvalidPayloadError("", f"a delta must be a JSON object, not {type(patch).__name__}")
+            raise InvalidPayloadError(
+                "", f"a delta must be a JSON object, not {type(patch).__name__}"
+            )
         return self.record(
             DeltaApplied(patch=dict(patch), step_id=step_id, source=source, caused_by=caused_by)
         )
@@ -335,14 +372,21 @@ class RunRecorder:
         return self.record(ClarificationRequested(question=question, step_id=step_id))
 
     def answer(
-        self, answer: str, *, evidence_ids: Sequence[str] = (), step_id: str | None = None,
+        self,
+        answer: str,
+        *,
+        evidence_ids: Sequence[str] = (),
+        step_id: str | None = None,
         caused_by: int | None = None,
     ) -> int:
         """Record the synthesized answer and the evidence ids it cites."""
         inline, ref = self._inline_or_ref(answer)
         return self.record(
             SynthesisProduced(
-                answer=inline, answer_ref=ref, evidence_ids=list(evidence_ids), step_id=step_id,
+                answer=inline,
+                answer_ref=ref,
+                evidence_ids=list(evidence_ids),
+                step_id=step_id,
                 caused_by=caused_by,
             )
         )
@@ -380,9 +424,7 @@ class RunRecorder:
             self._blobs.clear()
         info = error if isinstance(error, ErrorInfo) else _error(error)
         self.record(
-            RunFailed(
-                event_count=self._run.position + 1, head_hash=self._run.head_hash, error=info
-            )
+            RunFailed(event_count=self._run.position + 1, head_hash=self._run.head_hash, error=info)
         )
         return self.recorded[-1]
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
-__all__ = ["BlobRow", "RecordedEvent", "RunIndexUpdate", "RunInfo", "decode_blob", "encode_blob"]
+__all__ = [
+    "BlobRow",
+    "RecordedEvent",
+    "RunIndexUpdate",
+    "RunInfo",
+    "RunQuery",
+    "decode_blob",
+    "encode_blob",
+]
 
 _COMPRESS_OVER = 256
 
@@ -57,6 +65,18 @@ class RunIndexUpdate:
     updated_at: str
     started: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """A filter for `Ledger.runs`: status, agent, tag, start time window, and a limit."""
+
+    status: str | None = None
+    agent: str | None = None
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int | None = None
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ class Run(Aggregate):
             elif self.kind == "RunFailed":
                 aggregate.status = "failed"
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - eventsourcing passes the created event's fields by name
         self,
         kind: str,
         schema_version: int,

@@ -42,6 +42,21 @@ class Store:
     recorder: LedgerRecorder
     events: EventStore[UUID]
     datastore: SQLiteDatastore | PostgresDatastore | None
+    raw_url: str = ""
+
+    def sqlalchemy_url(self) -> tuple[str, str | None]:
+        """A SQLAlchemy URL for the same database, and the PostgreSQL schema (if any).
+
+        For ``memory://`` this is a shared in-memory SQLite database, so read models of a
+        memory ledger still run on SQLAlchemy.
+        """
+        if self.kind == "memory":
+            return "sqlite://", None
+        if self.kind == "sqlite":
+            return "sqlite:///" + unquote(self.raw_url.split("://", 1)[1])[1:], None
+        parts = urlsplit(self.raw_url)
+        schema = parse_qs(parts.query).get("schema", [None])[0]
+        return parts._replace(scheme="postgresql+psycopg", query="").geturl(), schema
 
     def close(self) -> None:
         """Release connections."""
@@ -64,7 +79,7 @@ def open_store(url: str) -> Store:
     mapper = EnvelopeMapper()
     if scheme == "memory":
         recorder = MemoryRecorder()
-        return Store(url, "memory", recorder, EventStore(mapper, recorder), None)
+        return Store(url, "memory", recorder, EventStore(mapper, recorder), None, url)
     if scheme == "sqlite":
         return _open_sqlite(url, mapper)
     if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
@@ -91,7 +106,7 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
     except (PersistenceError, sqlite3.Error) as e:
         datastore.close()
         raise StorageError(url, f"cannot create tables: {e}") from e
-    return Store(url, "sqlite", recorder, EventStore(mapper, recorder), datastore)
+    return Store(url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url)
 
 
 def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
@@ -119,4 +134,6 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
         recorder.create_table()
     except (PersistenceError, OSError, Exception) as e:
         raise StorageError(redact_url(url), f"cannot open PostgreSQL: {e}") from e
-    return Store(redact_url(url), "postgresql", recorder, EventStore(mapper, recorder), datastore)
+    return Store(
+        redact_url(url), "postgresql", recorder, EventStore(mapper, recorder), datastore, url
+    )

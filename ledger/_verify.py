@@ -143,17 +143,16 @@ def verify_run(
     return report
 
 
-def _check_terminal(
-    run_id: str, record: RecordedEvent, prev: str, problems: list[Problem]
-) -> None:
+def _check_terminal(run_id: str, record: RecordedEvent, prev: str, problems: list[Problem]) -> None:
     count = record.payload.get("event_count")
     if count != record.position:
         problems.append(
             Problem(
                 run_id,
                 record.position,
-                "tail truncated" if isinstance(count, int) and count > record.position else
-                "event missing",
+                "tail truncated"
+                if isinstance(count, int) and count > record.position
+                else "event missing",
                 f"{record.kind} counts {count} events but stands at position {record.position}",
             )
         )
