@@ -17,13 +17,14 @@ import hashlib
 import json
 from typing import Annotated, Literal
 
+from pydantic import Field
+
 from agentledger.tools._calculator import MAX_EXPRESSION_LENGTH, evaluate
 from agentledger.tools._city import Location, haversine_km, is_open, load_city, resolve
 from agentledger.tools._estimates import Mode, estimate_route, forecast, nearest_place
 from agentledger.tools._json import JSONValue
 from agentledger.tools._registry import ToolRegistry
 from agentledger.tools._tool import Tool, tool
-from pydantic import Field
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -16,8 +16,9 @@ import math
 import re
 from typing import Annotated, Literal
 
-from agentledger.tools.errors import ToolFailure
 from pydantic import BaseModel, ConfigDict, Field
+
+from agentledger.tools.errors import ToolFailure
 
 __all__ = [
     "City",

@@ -12,8 +12,9 @@ import copy
 import enum
 from typing import Self
 
-from agentledger.tools._json import JSONValue
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentledger.tools._json import JSONValue
 
 __all__ = ["RiskLevel", "ToolErrorInfo", "ToolResult", "ToolSpec"]
 

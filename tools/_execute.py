@@ -24,11 +24,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from agentledger.tools._envelope import ToolErrorInfo, ToolResult
 from agentledger.tools._json import JSONValue, json_problem
 from agentledger.tools._tool import Tool
 from agentledger.tools.errors import ToolFailure
-from pydantic import ValidationError
 
 __all__ = ["failed_result", "run_async", "run_sync"]
 

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
 from agentledger.tools._json import JSONValue, json_problem
 from agentledger.tools.errors import ToolRegistrationError
-from pydantic import BaseModel, ConfigDict, Field, create_model
 
 __all__ = ["Arguments", "Docstring", "build_arguments", "parse_docstring"]
 
