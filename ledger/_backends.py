@@ -239,7 +239,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
             else:
                 c.execute(
                     "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                    "ended_at = ?, updated_at = ? WHERE run_id = ?",
+                    "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
                     _run_update_params(update),
                 )
         return None
@@ -370,7 +370,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 curs.execute(
                     SQL(
                         "UPDATE {} SET last_position = %s, head_hash = %s, status = %s, "
-                        "ended_at = %s, updated_at = %s WHERE run_id = %s"
+                        "ended_at = COALESCE(ended_at, %s), updated_at = %s WHERE run_id = %s"
                     ).format(self._runs),
                     _run_update_params(update),
                 )
@@ -463,7 +463,7 @@ class MemoryRecorder(POPOApplicationRecorder):
                     last_position=values[0],
                     head_hash=values[1],
                     status=values[2],
-                    ended_at=values[3],
+                    ended_at=row["ended_at"] or values[3],
                     updated_at=values[4],
                 )
         return ids
@@ -500,4 +500,5 @@ class MemoryRecorder(POPOApplicationRecorder):
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""
         with self._database_lock:
-            return sorted(self._stored_events_index)
+            # eventsourcing's index is a defaultdict: a lookup of an unknown run adds it empty.
+            return sorted(key for key, rows in self._stored_events_index.items() if rows)

@@ -31,43 +31,98 @@ _FAST_ENCODER = json.JSONEncoder(
 
 _FLOAT = 1
 _NON_BMP_KEY = 2
+_INF = float("inf")
+
+
+class _NotNativeError(Exception):
+    """Internal: the fast scan met something that is not JSON-native."""
 
 
 def check_json_native(value: Any, path: str = "") -> int:
-    """Raise `InvalidPayloadError` unless `value` is JSON-native.
+    """Raise `InvalidPayloadError` (naming the path) unless `value` is JSON-native.
 
-    Lone surrogates are found when the value is encoded (`canonical_json_unchecked`), where
-    UTF-8 refuses them. Returns flags for `canonical_json_unchecked`: whether the value holds
-    a float (which `json.dumps` and RFC 8785 format differently) or a key outside the BMP
-    (which they sort differently).
+    Strings are checked for lone surrogates (only non-ASCII ones need the regex). Returns flags
+    for `canonical_json_unchecked`: whether the value holds a float that `json.dumps` formats
+    unlike RFC 8785 (integral, or below 1e-4), or a key outside the BMP (sorted differently).
     """
+    try:
+        return _scan(value)
+    except _NotNativeError:
+        _locate(value, path)
+        raise AssertionError("unreachable: _locate raises") from None
+
+
+def _scan(value: Any) -> int:  # noqa: PLR0912 - one flat loop is the fast path
+    """Iterative fast check; raises `_NotNativeError` without saying where."""
+    flags = 0
+    stack = [value]
+    pop = stack.pop
+    extend = stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _LONE_SURROGATE.search(item):
+                raise _NotNativeError
+            continue
+        if kind is bool or item is None:
+            continue
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    raise _NotNativeError
+                if not key.isascii():
+                    if _LONE_SURROGATE.search(key):
+                        raise _NotNativeError
+                    if _NON_BMP.search(key):
+                        flags |= _NON_BMP_KEY
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                raise _NotNativeError
+        elif kind is float:
+            if not math.isfinite(item):
+                raise _NotNativeError
+            if item.is_integer() or -1e-4 < item < 1e-4:
+                flags |= _FLOAT
+        else:
+            raise _NotNativeError
+    return flags
+
+
+def _locate(value: Any, path: str) -> None:  # noqa: PLR0912 - one case per JSON type
+    """Walk with paths and raise `InvalidPayloadError` at the first offending value."""
     kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return 0
+    if kind is str:
+        if _LONE_SURROGATE.search(value):
+            raise InvalidPayloadError(path, "a string holds a lone surrogate (not valid Unicode)")
+        return
+    if kind is bool or value is None:
+        return
     if kind is int:
-        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return 0
-        raise InvalidPayloadError(
-            path, f"integer {value} is beyond +/-(2^53-1); record it as a string"
-        )
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise InvalidPayloadError(
+                path, f"integer {value} is beyond +/-(2^53-1); record it as a string"
+            )
+        return
     if kind is float:
-        if math.isfinite(value):
-            return _FLOAT
-        raise InvalidPayloadError(path, f"{value!r} is not a finite number")
+        if not math.isfinite(value):
+            raise InvalidPayloadError(path, f"{value!r} is not a finite number")
+        return
     if kind is dict:
-        flags = 0
         for key, item in value.items():
             if type(key) is not str:
                 raise InvalidPayloadError(path, f"object key {key!r} is not a string")
-            if not key.isascii() and _NON_BMP.search(key):
-                flags |= _NON_BMP_KEY
-            flags |= check_json_native(item, f"{path}/{_escape(key)}")
-        return flags
+            if _LONE_SURROGATE.search(key):
+                raise InvalidPayloadError(path, "an object key holds a lone surrogate")
+            _locate(item, f"{path}/{_escape(key)}")
+        return
     if kind is list:
-        flags = 0
         for index, item in enumerate(value):
-            flags |= check_json_native(item, f"{path}/{index}")
-        return flags
+            _locate(item, f"{path}/{index}")
+        return
     if isinstance(value, bytes | bytearray | memoryview):
         raise InvalidPayloadError(path, "bytes are not JSON: encode them as base64url text")
     raise InvalidPayloadError(path, f"{type(value).__name__} is not a JSON type")
@@ -81,7 +136,7 @@ def canonical_json(value: Any) -> bytes:
 def canonical_json_unchecked(value: Any, flags: int) -> bytes:
     """Canonical bytes of a value already checked by `check_json_native` (which gave `flags`).
 
-    Floats that RFC 8785 prints like Python's `repr` stay; integral floats below 1e21 become
+    Floats that RFC 8785 prints like Python's `repr` stay; integral floats up to 2^53 become
     ints (same digits); any other float goes through a placeholder that cannot occur in checked
     input (it holds a lone surrogate) and is replaced by `rfc8785`'s own formatting.
     """
@@ -125,9 +180,9 @@ def _prepare_floats(value: Any, special: list[float]) -> Any:
     kind = type(value)
     if kind is float:
         magnitude = abs(value)
-        if value.is_integer() and magnitude < 1e21:
+        if value.is_integer() and magnitude <= MAX_SAFE_INTEGER:
             return int(value)
-        if magnitude >= 1e-4:
+        if magnitude >= 1e-4 and not value.is_integer():
             return value
         special.append(value)
         return f"\ud800{len(special) - 1}\ud800"

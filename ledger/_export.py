@@ -76,7 +76,9 @@ def _read(path: Path) -> tuple[dict[str, Any], list[RecordedEvent], dict[str, by
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ImportRefusedError(source, [f"cannot read the file: {e}"]) from e
-    lines = [line for line in text.splitlines() if line.strip()]
+    # Only "\n" ends a line: str.splitlines() would also split inside JSON strings holding
+    # U+2028, U+2029 or other Unicode line breaks.
+    lines = [line for line in text.split("\n") if line.strip()]
     if not lines:
         raise ImportRefusedError(source, ["the file is empty"])
     try:

@@ -9,7 +9,6 @@ event_id, prev (hash_{n-1}; 64 zeros for the first) and the payload. A blob's re
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from agentledger.ledger._canonical import canonical_json, canonical_json_unchecked
@@ -28,11 +27,6 @@ GENESIS = "0" * 64
 _BLOB_PREFIX = "sha256:"
 
 
-def _s(text: str) -> str:
-    """JSON-encode a string the JCS way (json's escaping equals RFC 8785's for valid text)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 def envelope_bytes(
     *,
     run_id: str,
@@ -46,12 +40,14 @@ def envelope_bytes(
 ) -> bytes:
     """Return the JCS bytes of an envelope without its hash, given the payload's JCS bytes.
 
-    The keys are written in RFC 8785 order by hand so the payload is serialised only once.
+    The keys are written in RFC 8785 order by hand so the payload is serialised only once. The
+    other values are made by the ledger itself (hex ids and hashes, an identifier, a UUID, an
+    RFC 3339 time), so they need no JSON escaping; `envelope_hash` is the general formula.
     """
-    head = f'{{"event_id":{_s(event_id)},"kind":{_s(kind)},"payload":'.encode()
+    head = f'{{"event_id":"{event_id}","kind":"{kind}","payload":'.encode()
     tail = (
-        f',"position":{position},"prev":{_s(prev)},"run_id":{_s(run_id)},'
-        f'"timestamp":{_s(timestamp)},"version":{version}}}'
+        f',"position":{position},"prev":"{prev}","run_id":"{run_id}",'
+        f'"timestamp":"{timestamp}","version":{version}}}'
     ).encode()
     return head + payload_jcs + tail
 

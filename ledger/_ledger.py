@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from pydantic import ValidationError
 
 from agentledger.ledger._canonical import (
@@ -24,7 +24,8 @@ from agentledger.ledger._canonical import (
     check_json_native,
 )
 from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
-from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock, parse_timestamp
+from agentledger.ledger._mapper import state_bytes
+from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
 from agentledger.ledger._records import (
     BlobRow,
     RecordedEvent,
@@ -317,77 +318,75 @@ class Ledger:
         *,
         started: tuple[str, RunStarted] | None = None,
     ) -> list[RecordedEvent]:
-        """Hash `events` onto the run's chain and save them with `blobs` in one transaction."""
+        """Hash `events` onto the run's chain and save them with `blobs` in one transaction.
+
+        Builds the stored events directly in the mapper's format (one canonical serialisation
+        per payload serves both its hash and its storage) and advances the `Run` aggregate only
+        after the transaction commits; `load` rebuilds the same aggregate through eventsourcing.
+        """
+        if run is None:
+            assert started is not None
+            run_id, status, head, position = started[0], "running", GENESIS, 0
+        else:
+            run_id, status, head, position = run.run_id, run.status, run.head_hash, run.position
+        uuid = UUID(run_id)
         recorded: list[RecordedEvent] = []
-        head = run.head_hash if run is not None else GENESIS
-        position = run.position if run is not None else 0
-        run_id = run.run_id if run is not None else ""
+        stored: list[StoredEvent] = []
         for event in events:
+            kind = event.kind
+            version = event.class_version
             payload = event.model_dump(mode="json", exclude_defaults=True)
             payload_jcs = canonical_json_unchecked(payload, check_json_native(payload))
             position += 1
             timestamp = self.clock.now()
             event_id = self.ids.new_id()
-            if run is None:
-                assert started is not None
-                run_id = started[0]
             digest = hash_envelope_with_payload_bytes(
                 run_id=run_id,
                 position=position,
-                kind=event.kind,
-                version=event.class_version,
+                kind=kind,
+                version=version,
                 timestamp=timestamp,
                 event_id=event_id,
                 prev=head,
                 payload_jcs=payload_jcs,
             )
-            fields = {
-                "kind": event.kind,
-                "schema_version": event.class_version,
-                "event_id": event_id,
-                "recorded_at": timestamp,
-                "prev": head,
-                "hash": digest,
-                "payload": payload,
-                "payload_jcs": payload_jcs,
-                "timestamp": parse_timestamp(timestamp),
-            }
-            if run is None:
-                run = Run.start(run_id, **fields)
-            else:
-                run.record(**fields)
+            state = state_bytes(
+                hash_=digest,
+                event_id=event_id,
+                payload_jcs=payload_jcs,
+                prev=head,
+                ts=timestamp,
+                version=version,
+            )
+            stored.append(StoredEvent(uuid, position, kind, state))
             recorded.append(
                 RecordedEvent(
-                    run_id,
-                    position,
-                    event.kind,
-                    event.class_version,
-                    timestamp,
-                    event_id,
-                    head,
-                    digest,
-                    payload,
+                    run_id, position, kind, version, timestamp, event_id, head, digest, payload
                 )
             )
             head = digest
-        assert run is not None
+            if kind == "RunCompleted":
+                status = "completed"
+            elif kind == "RunFailed":
+                status = "failed"
         update = RunIndexUpdate(
             run_id=run_id,
             last_position=position,
             head_hash=head,
-            status=run.status,
+            status=status,
             updated_at=recorded[-1].timestamp if recorded else self.clock.now(),
             started=started[1].model_dump(mode="json") if started else None,
             tags=tuple(started[1].tags) if started else (),
         )
         rows = [encode_blob(ref, data) for ref, data in blobs.items()]
-        pending = run.collect_events()
         try:
-            self._store.events.put(pending, blobs=rows, runs=[update])
+            self._store.recorder.insert_events(stored, blobs=rows, runs=[update])
         except IntegrityError as e:
             raise ConcurrencyError(run_id, recorded[0].position if recorded else 0) from e
         except PersistenceError as e:
             raise StorageError(self.url, str(e)) from e
+        if run is not None:
+            run.advance(position, head, status)
         if self.log is not None:
             for record in recorded:
                 self.log.recorded(record)

@@ -8,6 +8,7 @@ Timestamps are RFC 3339 UTC with microseconds, e.g. ``2026-01-02T03:04:05.000006
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import uuid
 from typing import Protocol
 
@@ -61,15 +62,19 @@ class SystemClock:
 
     def now(self) -> str:
         """Return the current UTC time."""
-        return format_timestamp(_dt.datetime.now(_dt.UTC))  # noqa: TID251 - this is the clock port
+        now = _dt.datetime.now(_dt.UTC)  # noqa: TID251 - this is the clock port
+        return (
+            f"{now.year:04d}-{now.month:02d}-{now.day:02d}T{now.hour:02d}:{now.minute:02d}:"
+            f"{now.second:02d}.{now.microsecond:06d}Z"
+        )
 
 
 class RandomIds:
-    """Random UUIDv4 ids (the only caller of `uuid.uuid4` in the project)."""
+    """Random ids from the OS (the only caller of `uuid.uuid4` in the project)."""
 
     def new_id(self) -> str:
         """Return a random 32-hex-digit id."""
-        return uuid.uuid4().hex  # noqa: TID251 - this is the id port
+        return os.urandom(16).hex()
 
     def new_run_id(self) -> str:
         """Return a random run id."""

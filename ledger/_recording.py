@@ -9,6 +9,7 @@ or vendor SDKs: model calls and tool calls arrive as plain JSON.
 
 from __future__ import annotations
 
+import json
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from agentledger.ledger.events import (
     ToolErrorInfo,
     ToolReturned,
     Usage,
+    request_fingerprint,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["ModelCallRecord", "RunRecorder"]
 
 INLINE_LIMIT = 4096
-"""JSON values larger than this (canonical bytes) are stored as blobs, referenced by hash."""
+"""JSON values larger than this (serialised bytes) are stored as blobs, referenced by hash."""
+_SIZER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class RunRecorder:
         self._counters: dict[str, int] = {}
         self._chain_messages: list[Any] = []
         self._chain_refs: list[str] = []
+        self._written: set[str] = set()
         self.recorded: list[RecordedEvent] = []
 
     @classmethod
@@ -135,6 +139,7 @@ class RunRecorder:
         events, blobs = self._pending, self._blobs
         self._pending, self._blobs = [], {}
         self.recorded.extend(self._ledger._commit(self._run, events, blobs))
+        self._written.update(blobs)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -149,12 +154,20 @@ class RunRecorder:
 
     def put_blob(self, value: Any) -> str:
         """Store a JSON value by content (written with the next flush); returns its ref."""
-        return _put(self._blobs, value)
+        canonical = canonical_json(value)
+        ref = blob_ref(canonical)
+        if ref not in self._written:
+            self._blobs[ref] = canonical
+        return ref
 
     def _inline_or_ref(self, value: Any) -> tuple[Any, str | None]:
         if value is None:
             return None, None
-        if len(canonical_json(value)) > INLINE_LIMIT:
+        try:
+            size = len(_SIZER.encode(value))
+        except (TypeError, ValueError):
+            return value, None  # not JSON: the event's validation names what is wrong
+        if size > INLINE_LIMIT:
             return None, self.put_blob(value)
         return value, None
 
@@ -211,16 +224,6 @@ class RunRecorder:
         head = self.messages_ref(messages)
         tools_ref = self.put_blob(list(tools)) if tools else None
         params_dict = dict(params or {})
-        fingerprint = blob_ref(
-            canonical_json(
-                {
-                    "model": model,
-                    "params": params_dict,
-                    "messages_ref": head,
-                    "tools_ref": tools_ref,
-                }
-            )
-        )
         response_ref = None
         if response is not None:
             response_ref = self.put_blob({"message": dict(response), "parent_ref": head})
@@ -235,7 +238,6 @@ class RunRecorder:
             messages_ref=head,
             message_count=len(messages),
             tools_ref=tools_ref,
-            request_fingerprint=fingerprint,
             response_ref=response_ref,
             finish_reason=finish_reason,
             usage=usage if isinstance(usage, Usage) else Usage(**dict(usage or {})),
@@ -248,6 +250,9 @@ class RunRecorder:
             served_from=served_from,
         )
         position = self.record(event)
+        fingerprint = request_fingerprint(
+            {"model": model, "params": params_dict, "messages_ref": head, "tools_ref": tools_ref}
+        )
         return ModelCallRecord(position, call_id, head, response_ref, fingerprint)
 
     def tool_call(

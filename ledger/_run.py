@@ -83,6 +83,16 @@ class Run(Aggregate):
         """Create the aggregate with its RunStarted envelope at position 1."""
         return cls._create(cls.Started, id=UUID(run_id), **envelope)
 
+    def advance(self, position: int, head_hash: str, status: str) -> None:
+        """Move the head after the ledger committed events up to `position` directly.
+
+        The ledger's append path writes stored events in the mapper's format itself (measured
+        faster than constructing a domain event per append); this keeps the aggregate in step.
+        """
+        self.version = position
+        self.head_hash = head_hash
+        self.status = status
+
     def record(self, **envelope: Any) -> None:
         """Append the next envelope (position = version + 1)."""
         self.trigger_event(self.Recorded, **envelope)

@@ -12,13 +12,14 @@ stored payload itself is never edited, so its hash still verifies.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from agentledger.ledger._canonical import check_json_native
+from agentledger.ledger._canonical import canonical_json, check_json_native
 
 __all__ = [
     "EVENT_TYPES",
@@ -49,6 +50,7 @@ __all__ = [
     "ToolReturned",
     "Usage",
     "event_type",
+    "request_fingerprint",
 ]
 
 
@@ -210,7 +212,9 @@ class ModelCalled(LedgerEvent):
 
     `messages_ref` is the head of the conversation's message chain (each node a blob holding one
     message and its parent's ref), so a growing conversation stores each message once.
-    `response_ref` is the node the response adds to that chain.
+    `response_ref` is the node the response adds to that chain. Two calls made the same
+    request exactly when `request_fingerprint(payload)` agrees (model, params, messages_ref,
+    tools_ref): it is derived, so it is not stored.
     """
 
     call_id: str
@@ -222,7 +226,6 @@ class ModelCalled(LedgerEvent):
     messages_ref: BlobRef
     message_count: int
     tools_ref: BlobRef | None = None
-    request_fingerprint: str
     response_ref: BlobRef | None = None
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
@@ -351,6 +354,17 @@ def event_type(kind: str) -> type[LedgerEvent]:
     except KeyError:
         msg = f"unknown event kind {kind!r}; known: {', '.join(sorted(EVENT_TYPES))}"
         raise KeyError(msg) from None
+
+
+def request_fingerprint(payload: Mapping[str, Any]) -> str:
+    """Identify a ModelCalled's request: equal exactly when model, params, messages, tools are."""
+    body = {
+        "model": payload.get("model"),
+        "params": payload.get("params", {}),
+        "messages_ref": payload.get("messages_ref"),
+        "tools_ref": payload.get("tools_ref"),
+    }
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
