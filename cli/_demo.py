@@ -1,118 +1,70 @@
-"""`agentledger demo`: record a sample multi-step run offline, then show and verify it.
+"""`agentledger demo`: run the real Pipeline offline on a bundled scenario, then show and verify it.
 
-Uses only the public recording API (`Ledger.record_run`), the same one users embed: a plan from
-a model call, two tool calls with their deltas to the world state, and an answer that cites the
-tools' evidence. No keys, no network.
+Runs `agentledger.agents.run_agent` with the `demo_pipeline` scenario (scripted planner,
+executor and synthesizer models shipped as package data) and the offline built-in tools, into
+the ledger named by --db (default ./agentledger.db), then prints the timeline, the answer, the
+world state and the verification verdict. No keys, no network, a second or two. Must not
+record anything by hand: the demo shows the real agent code path.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
+from agentledger.agents import run_agent
+from agentledger.agents.testing import load_scenario
 from agentledger.cli._common import open_ledger
 from agentledger.cli._format import timeline
-from agentledger.ledger import Ledger, RunRecorder
-from agentledger.projections import fold_patches
+from agentledger.ledger import RecordedEvent
 
-__all__ = ["record_sample_run", "register"]
-
-QUESTION = "Is it a good afternoon for the harbour walk, and how do I get there from Central?"
+__all__ = ["cmd_demo", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the demo command."""
-    p = sub.add_parser("demo", help="record, show and verify an offline sample run")
+    p = sub.add_parser("demo", help="run the pipeline agent offline, then show and verify it")
+    p.add_argument(
+        "--scenario", default="demo_pipeline", help="bundled scenario (default: demo_pipeline)"
+    )
     p.set_defaults(func=cmd_demo)
 
 
-def record_sample_run(ledger: Ledger) -> RunRecorder:
-    """Record the sample run and return its (closed) recorder."""
-    with ledger.record_run("sample-pipeline", input=QUESTION, tags=["demo"]) as run:
-        system = run.prompt("planner", "v1", "Plan the steps as strict JSON.")
-        messages = [
-            {"role": "system", "content": "Plan the steps as strict JSON."},
-            {"role": "user", "content": QUESTION},
-        ]
-        plan = {
-            "steps": [
-                {"tool": "weather", "args": {"place": "Harbour"}},
-                {"tool": "transit", "args": {"origin": "Central", "destination": "Harbour"}},
-            ]
-        }
-        with run.step("plan") as step:
-            call = run.model_call(
-                provider="scripted",
-                model="demo-planner",
-                messages=messages,
-                response={"role": "assistant", "content": json.dumps(plan)},
-                usage={"input_tokens": 42, "output_tokens": 31, "total_tokens": 73},
-                prompt=system,
-                step_id=step,
-                finish_reason="stop",
-            )
-            run.plan(plan, step_id=step, caused_by=call.position)
-        with run.step("weather", plan["steps"][0]["args"]) as step:
-            call_id = run.tool(
-                "weather",
-                {"place": "Harbour"},
-                step_id=step,
-                result={
-                    "place": "Harbour",
-                    "forecast": "sunny",
-                    "temp_c": 19,
-                    "evidence_id": "wx:harbour:pm",
-                },
-            )
-            run.delta(
-                {
-                    "weather": {"Harbour": {"forecast": "sunny", "temp_c": 19}},
-                    "evidence": {call_id: "wx:harbour:pm"},
-                },
-                step_id=step,
-                source=call_id,
-            )
-        with run.step("transit", plan["steps"][1]["args"]) as step:
-            call_id = run.tool(
-                "transit",
-                {"origin": "Central", "destination": "Harbour"},
-                step_id=step,
-                result={
-                    "mode": "tram",
-                    "line": "T2",
-                    "minutes": 14,
-                    "evidence_id": "tr:central-harbour",
-                },
-            )
-            run.delta(
-                {
-                    "route": {"mode": "tram", "line": "T2", "minutes": 14},
-                    "evidence": {call_id: "tr:central-harbour"},
-                },
-                step_id=step,
-                source=call_id,
-            )
-        run.answer(
-            "Yes: sunny and 19 °C at the Harbour this afternoon. Take tram T2 from Central "
-            "(about 14 minutes).",
-            evidence_ids=["wx:harbour:pm", "tr:central-harbour"],
-        )
-    return run
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Record, show and verify the sample run."""
+    """Run the scenario, print what was recorded, verify it."""
+    scenario = load_scenario(args.scenario)
     with open_ledger(args) as ledger:
-        run = record_sample_run(ledger)
-        records = ledger.events(run.run_id)
-        print(f"Recorded run {run.run_id} into {ledger.url}\n")
+        result = run_agent(
+            ledger,
+            scenario.agent,
+            scenario.question,
+            models=scenario.models,
+            config=scenario.config,
+            tags=["demo"],
+        )
+        records = ledger.events(result.run_id)
+        print(f"Recorded run {result.run_id} ({scenario.agent}) into {ledger.url}\n")
+        print(f"Question: {scenario.question}\n")
         print(timeline(records))
-        answer = next(r.payload.get("answer") for r in records if r.kind == "SynthesisProduced")
-        state = fold_patches(r.payload["patch"] for r in records if r.kind == "DeltaApplied")
-        print(f"\nAnswer: {answer}")
-        print(f"\nWorld state:\n{json.dumps(state, indent=2, ensure_ascii=False)}")
-        report = ledger.verify(run.run_id)
+        print(f"\nAnswer ({result.status}): {result.answer}")
+        print(f"Evidence cited: {', '.join(result.evidence_ids) or '(none)'}")
+        state = json.dumps(result.world_state, indent=2, ensure_ascii=False)
+        print(f"\nWorld state (the fold of {_deltas(records)} deltas):\n{state}")
+        usage = result.usage
+        print(
+            f"\nUsage: {usage.model_calls} model calls, {usage.tool_calls} tool calls, "
+            f"{usage.total_tokens} tokens (scripted models: estimated, $0)"
+        )
+        report = ledger.verify(result.run_id)
         verdict = "intact" if report.ok else "BROKEN"
-        print(f"\nVerify: {verdict} ({report.events_checked} events, {report.blobs_checked} blobs)")
-        print(f"\nNext: agentledger show {run.run_id[:8]}   agentledger verify   agentledger runs")
+        print(f"Verify: {verdict} ({report.events_checked} events, {report.blobs_checked} blobs)")
+        for problem in report.problems:
+            print(f"  {problem}")
+        short = result.run_id[:8]
+        print(f"\nNext: agentledger show {short}   agentledger verify   agentledger runs")
         return 0 if report.ok else 1
+
+
+def _deltas(records: Sequence[RecordedEvent]) -> int:
+    return sum(1 for r in records if r.kind == "DeltaApplied")

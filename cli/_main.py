@@ -6,14 +6,18 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentledger.cli import _demo, _ledger_commands
+from agentledger.cli import _demo, _ledger_commands, _run_command
 from agentledger.cli._common import CliError
 from agentledger.ledger import LedgerError
 
 __all__ = ["build_parser", "main"]
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-COMMAND_MODULES: tuple[Registrar, ...] = (_ledger_commands.register, _demo.register)
+COMMAND_MODULES: tuple[Registrar, ...] = (
+    _ledger_commands.register,
+    _demo.register,
+    _run_command.register,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

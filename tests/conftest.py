@@ -8,8 +8,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from agentledger.ledger import Ledger, SequentialIds, StepClock
 from hypothesis import HealthCheck, settings
+
+from agentledger.ledger import Ledger, SequentialIds, StepClock
 
 settings.register_profile(
     "ci",
@@ -65,7 +66,7 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def ledger_url(request: pytest.FixtureRequest) -> str:
     """A ledger URL for each backend: memory, SQLite and the real PostgreSQL."""
     if request.param == "memory":
         return "memory://"

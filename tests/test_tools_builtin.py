@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+
 from agentledger.tools import (
     BUILTIN_TOOLS,
     RiskLevel,

@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from agentledger.tools import (
     ToolError,
     ToolErrorInfo,
@@ -19,7 +21,6 @@ from agentledger.tools import (
     builtin_registry,
     tool,
 )
-from pydantic import ValidationError
 
 
 @tool(result_type="sum")

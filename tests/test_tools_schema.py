@@ -7,8 +7,9 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 import pytest
-from agentledger.tools import RiskLevel, Tool, ToolRegistrationError, tool
 from pydantic import Field
+
+from agentledger.tools import RiskLevel, Tool, ToolRegistrationError, tool
 
 
 @tool

@@ -1,0 +1,132 @@
+"""`agentledger run QUESTION`: run a registered agent with real (or scripted) models, recorded.
+
+Builds one model per role from ``--model`` specs (``openai:NAME``, ``anthropic:NAME``,
+``scripted:FILE``; a bare spec covers every role, ``ROLE=SPEC`` one role; specs that are equal
+share one model object, so one scripted file answers every role in call order), runs the agent
+with the offline built-in tools and prints the answer on stdout and the run id on stderr. A
+missing API key is reported naming its environment variable. Must not print or store keys, and
+must not bypass ``run_agent`` (the policy gate runs before anything is recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agentledger.agents import (
+    AGENTS,
+    AgentConfig,
+    AgentError,
+    AgentRunError,
+    GuardrailLimits,
+    build_agent,
+    normalize_config,
+    run_agent,
+)
+from agentledger.agents.models import ChatModel, ModelError, model_from_spec
+from agentledger.cli._common import CliError, open_ledger
+
+__all__ = ["cmd_run", "parse_model_specs", "register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the run command."""
+    p = sub.add_parser("run", help="run an agent on a question and record every step")
+    p.add_argument("question", help="the question or task")
+    p.add_argument("--agent", choices=sorted(AGENTS), default="pipeline", help="orchestration")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="[ROLE=]SPEC",
+        help="openai:NAME, anthropic:NAME or scripted:FILE; ROLE=SPEC sets one role "
+        "(repeatable); a bare SPEC is used for every other role",
+    )
+    p.add_argument("--base-url", help="API base URL for the vendor models (OpenAI-compatible)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the run's random port")
+    p.add_argument("--max-steps", type=int, help="guardrail: steps / iterations per loop")
+    p.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="ROLE=VERSION",
+        help="prompt version for a role, e.g. planner=v2 (repeatable)",
+    )
+    p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
+    p.set_defaults(func=cmd_run)
+
+
+def parse_model_specs(values: list[str]) -> tuple[str | None, dict[str, str]]:
+    """Split ``--model`` values into the default spec and the per-role specs."""
+    default: str | None = None
+    roles: dict[str, str] = {}
+    for value in values:
+        head, sep, rest = value.partition("=")
+        if sep and ":" not in head:
+            roles[head] = rest
+        elif default is None:
+            default = value
+        else:
+            raise CliError(f"--model {value!r}: a default model was already given ({default!r})")
+    return default, roles
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    versions: dict[str, str] = {}
+    for value in args.prompt:
+        role, sep, version = value.partition("=")
+        if not sep or not role or not version:
+            raise CliError(f"--prompt {value!r}: expected ROLE=VERSION, e.g. planner=v2")
+        versions[role] = version
+    limits = GuardrailLimits()
+    if args.max_steps is not None:
+        limits = limits.model_copy(update={"max_steps": args.max_steps})
+    return AgentConfig(seed=args.seed, limits=limits, prompt_versions=versions)
+
+
+def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[str, ChatModel]:
+    default, per_role = parse_model_specs(args.model)
+    roles = build_agent(agent, config).roles()
+    unknown = sorted(set(per_role) - set(roles))
+    if unknown:
+        raise CliError(f"agent {agent!r} has no role {unknown[0]!r}; roles: {', '.join(roles)}")
+    built: dict[str, ChatModel] = {}
+    models: dict[str, ChatModel] = {}
+    for role in roles:
+        spec = per_role.get(role, default)
+        if spec is None:
+            raise CliError(f"no --model for role {role!r} (give a bare --model SPEC for all roles)")
+        if spec not in built:
+            try:
+                built[spec] = model_from_spec(spec, base_url=args.base_url)
+            except (ModelError, ValueError) as error:
+                raise CliError(str(error)) from None
+        models[role] = built[spec]
+    return models
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the agent and print its answer."""
+    try:
+        config = normalize_config(args.agent, _config(args))
+    except AgentError as error:
+        raise CliError(str(error)) from None
+    models = _models(args.agent, config, args)
+    with open_ledger(args) as ledger:
+        try:
+            result = run_agent(
+                ledger, args.agent, args.question, models=models, config=config, tags=args.tag
+            )
+        except AgentRunError as error:
+            print(f"agentledger: run {error.run_id} failed: {error.__cause__}", file=sys.stderr)
+            return 1
+        except AgentError as error:
+            raise CliError(str(error)) from None
+    print(result.answer)
+    usage = result.usage
+    print(
+        f"run {result.run_id} {result.status}: {usage.model_calls} model calls, "
+        f"{usage.tool_calls} tool calls, {usage.total_tokens} tokens",
+        file=sys.stderr,
+    )
+    return 0
