@@ -250,7 +250,20 @@ class ToolCalled(LedgerEvent):
 
 
 class ToolReturned(LedgerEvent):
-    """A tool's result envelope, as the executor received it."""
+    """A tool's result envelope, as the executor received it.
+
+    Version 2 records latency in milliseconds (`latency_ms`); version 1 recorded seconds as
+    `latency_s`. Version 1 payloads are upcast on read and still verify as stored.
+    """
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(payload: dict[str, Any]) -> None:
+        """Version 1 recorded `latency_s` (seconds); version 2 records `latency_ms`."""
+        seconds = payload.pop("latency_s", None)
+        if seconds is not None:
+            payload["latency_ms"] = float(seconds) * 1000.0
 
     call_id: str
     ok: bool
