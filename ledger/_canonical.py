@@ -19,7 +19,13 @@ import rfc8785
 
 from agentledger.ledger.errors import InvalidPayloadError
 
-__all__ = ["MAX_SAFE_INTEGER", "canonical_json", "check_json_native", "sha256_hex"]
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "canonical_json",
+    "check_json_native",
+    "loads",
+    "sha256_hex",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -191,6 +197,21 @@ def _prepare_floats(value: Any, special: list[float]) -> Any:
     if kind is list:
         return [_prepare_floats(item, special) for item in value]
     return value
+
+
+def _parse_int(text: str) -> int | float:
+    number = int(text)
+    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else float(text)
+
+
+def loads(data: str | bytes) -> Any:
+    """Parse stored canonical JSON.
+
+    An integer beyond +/-(2^53-1) can only have been written from an integral float (larger
+    ints are refused on the way in; RFC 8785 prints 1e16 as 10000000000000000), so it is read
+    back as that float.
+    """
+    return json.loads(data, parse_int=_parse_int)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._ports import parse_timestamp
 from agentledger.ledger._records import RecordedEvent, RunIndexUpdate, encode_blob
 from agentledger.ledger._run import Run
@@ -38,7 +38,7 @@ def _reachable_blobs(ledger: Ledger, records: list[RecordedEvent]) -> dict[str, 
         frontier = []
         for ref, data in ledger.blob_bytes(wanted).items():
             found[ref] = data
-            frontier.extend(blob_refs_in(json.loads(data)))
+            frontier.extend(blob_refs_in(loads(data)))
     return found
 
 
@@ -56,7 +56,7 @@ def export_lines(ledger: Ledger, run_id: str) -> Iterator[str]:
     for record in records:
         yield json.dumps({"type": "event", **record.envelope()}, ensure_ascii=False)
     for ref in sorted(blobs):
-        content = json.loads(blobs[ref])
+        content = loads(blobs[ref])
         yield json.dumps({"type": "blob", "ref": ref, "content": content}, ensure_ascii=False)
 
 
@@ -82,13 +82,13 @@ def _read(path: Path) -> tuple[dict[str, Any], list[RecordedEvent], dict[str, by
     if not lines:
         raise ImportRefusedError(source, ["the file is empty"])
     try:
-        header = json.loads(lines[0])
+        header = loads(lines[0])
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise ImportRefusedError(source, [f"line 1 is not an {FORMAT} header"])
         records: list[RecordedEvent] = []
         blobs: dict[str, bytes] = {}
         for number, line in enumerate(lines[1:], start=2):
-            item = json.loads(line)
+            item = loads(line)
             if item.get("type") == "event":
                 records.append(
                     RecordedEvent(

@@ -8,7 +8,6 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
@@ -22,6 +21,7 @@ from agentledger.ledger._canonical import (
     canonical_json,
     canonical_json_unchecked,
     check_json_native,
+    loads,
 )
 from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
 from agentledger.ledger._mapper import state_bytes
@@ -146,6 +146,8 @@ class Ledger:
         """
         from agentledger.ledger._recording import RunRecorder
 
+        if isinstance(tags, str):
+            raise InvalidEventError("RunStarted", "tags: give a list of tags, not one string")
         started = self._event(
             RunStarted,
             agent=agent,
@@ -246,7 +248,7 @@ class Ledger:
 
     def blobs(self, refs: Sequence[str]) -> dict[str, Any]:
         """The JSON values stored under the refs that exist."""
-        return {ref: json.loads(data) for ref, data in self.blob_bytes(refs).items()}
+        return {ref: loads(data) for ref, data in self.blob_bytes(refs).items()}
 
     def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
         """The canonical bytes stored under the refs that exist."""

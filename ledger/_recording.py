@@ -15,12 +15,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from agentledger.ledger._canonical import canonical_json
 from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger._records import RecordedEvent
-from agentledger.ledger.errors import InvalidPayloadError, LedgerError, RunClosedError
+from agentledger.ledger.errors import (
+    InvalidEventError,
+    InvalidPayloadError,
+    LedgerError,
+    RunClosedError,
+)
 from agentledger.ledger.events import (
     Attempt,
     ClarificationRequested,
@@ -50,6 +57,8 @@ if TYPE_CHECKING:
     from agentledger.ledger._run import Run
 
 __all__ = ["ModelCallRecord", "RunRecorder"]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 INLINE_LIMIT = 4096
 """JSON values larger than this (serialised bytes) are stored as blobs, referenced by hash."""
@@ -124,6 +133,8 @@ class RunRecorder:
 
     def record(self, event: LedgerEvent) -> int:
         """Append any catalogue event; returns its position. Flushed now unless in a batch."""
+        if not isinstance(event, LedgerEvent):
+            raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
         if self._run.status != "running":
             raise RunClosedError(self.run_id, self._run.status)
         self._pending.append(event)
@@ -228,7 +239,8 @@ class RunRecorder:
         if response is not None:
             response_ref = self.put_blob({"message": dict(response), "parent_ref": head})
         call_id = call_id or self.new_id("call")
-        event = ModelCalled(
+        event = _build(
+            ModelCalled,
             call_id=call_id,
             step_id=step_id,
             provider=provider,
@@ -240,7 +252,7 @@ class RunRecorder:
             tools_ref=tools_ref,
             response_ref=response_ref,
             finish_reason=finish_reason,
-            usage=usage if isinstance(usage, Usage) else Usage(**dict(usage or {})),
+            usage=usage if isinstance(usage, Usage) else _build(Usage, **dict(usage or {})),
             cost_usd=cost_usd,
             latency_ms=latency_ms,
             attempts=list(attempts),
@@ -271,7 +283,8 @@ class RunRecorder:
         inline, ref = self._inline_or_ref(arguments)
         call_id = call_id or self.new_id("tool")
         position = self.record(
-            ToolCalled(
+            _build(
+                ToolCalled,
                 call_id=call_id,
                 tool=tool,
                 tool_version=tool_version,
@@ -301,7 +314,8 @@ class RunRecorder:
         """Record a tool's result envelope."""
         inline, ref = self._inline_or_ref(data)
         return self.record(
-            ToolReturned(
+            _build(
+                ToolReturned,
                 call_id=call_id,
                 ok=ok,
                 type=type,
@@ -355,26 +369,28 @@ class RunRecorder:
                 "", f"a delta must be a JSON object, not {type(patch).__name__}"
             )
         return self.record(
-            DeltaApplied(patch=dict(patch), step_id=step_id, source=source, caused_by=caused_by)
+            _build(
+                DeltaApplied, patch=dict(patch), step_id=step_id, source=source, caused_by=caused_by
+            )
         )
 
     def plan(self, plan: Any, *, step_id: str | None = None, caused_by: int | None = None) -> int:
         """Record a proposed plan."""
-        return self.record(PlanProposed(plan=plan, step_id=step_id, caused_by=caused_by))
+        return self.record(_build(PlanProposed, plan=plan, step_id=step_id, caused_by=caused_by))
 
     def policy(self, decision: str, **fields: Any) -> int:
         """Record a policy decision (allow, redact or block)."""
-        return self.record(PolicyDecided(decision=decision, **fields))  # type: ignore[arg-type]
+        return self.record(_build(PolicyDecided, decision=decision, **fields))
 
     def guardrail(self, guardrail: str, *, action: str, message: str, **fields: Any) -> int:
         """Record a guardrail trip."""
         return self.record(
-            GuardrailTripped(guardrail=guardrail, action=action, message=message, **fields)
+            _build(GuardrailTripped, guardrail=guardrail, action=action, message=message, **fields)
         )
 
     def clarify(self, question: str, *, step_id: str | None = None) -> int:
         """Record that the run asks the user a question instead of answering."""
-        return self.record(ClarificationRequested(question=question, step_id=step_id))
+        return self.record(_build(ClarificationRequested, question=question, step_id=step_id))
 
     def answer(
         self,
@@ -387,7 +403,8 @@ class RunRecorder:
         """Record the synthesized answer and the evidence ids it cites."""
         inline, ref = self._inline_or_ref(answer)
         return self.record(
-            SynthesisProduced(
+            _build(
+                SynthesisProduced,
                 answer=inline,
                 answer_ref=ref,
                 evidence_ids=list(evidence_ids),
@@ -401,21 +418,26 @@ class RunRecorder:
         """Record a step: StepStarted, the block's events, StepCompleted (one transaction)."""
         step_id = step_id or self.new_id("step")
         with self.batch():
-            self.record(StepStarted(step_id=step_id, name=name, args=args))
+            self.record(_build(StepStarted, step_id=step_id, name=name, args=args))
             try:
                 yield step_id
             except BaseException as e:
-                self.record(StepCompleted(step_id=step_id, status="failed", error=_error(e)))
+                self.record(
+                    _build(StepCompleted, step_id=step_id, status="failed", error=_error(e))
+                )
                 raise
-            self.record(StepCompleted(step_id=step_id, status="ok"))
+            self.record(_build(StepCompleted, step_id=step_id, status="ok"))
 
     # Closing ---------------------------------------------------------------------------------
 
     def complete(self, outcome: str = "answered") -> RecordedEvent:
         """Record RunCompleted (with the event count and head hash) and close the run."""
         self.flush()
-        event = RunCompleted(
-            event_count=self._run.position + 1, head_hash=self._run.head_hash, outcome=outcome
+        event = _build(
+            RunCompleted,
+            event_count=self._run.position + 1,
+            head_hash=self._run.head_hash,
+            outcome=outcome,
         )
         self.record(event)
         return self.recorded[-1]
@@ -429,7 +451,12 @@ class RunRecorder:
             self._blobs.clear()
         info = error if isinstance(error, ErrorInfo) else _error(error)
         self.record(
-            RunFailed(event_count=self._run.position + 1, head_hash=self._run.head_hash, error=info)
+            _build(
+                RunFailed,
+                event_count=self._run.position + 1,
+                head_hash=self._run.head_hash,
+                error=info,
+            )
         )
         return self.recorded[-1]
 
@@ -449,6 +476,19 @@ class RunRecorder:
         else:
             self._depth = 0
             self.fail(exc)
+
+
+def _build(schema: type[_M], /, **fields: Any) -> _M:
+    """Construct a catalogue model, reporting a schema failure as `InvalidEventError`."""
+    try:
+        return schema(**fields)
+    except ValidationError as e:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc']) or '(event)'}: {item['msg']}"
+            for item in e.errors()
+        )
+        kind = getattr(schema, "kind", schema.__name__)
+        raise InvalidEventError(kind, details) from None
 
 
 def _put(blobs: dict[str, bytes], value: Any) -> str:

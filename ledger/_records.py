@@ -7,12 +7,12 @@ stored. Must not know any database.
 
 from __future__ import annotations
 
-import json
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from agentledger.ledger._canonical import loads
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
 __all__ = [
@@ -136,7 +136,7 @@ class RecordedEvent:
     @classmethod
     def from_state(cls, run_id: str, position: int, kind: str, state: bytes) -> RecordedEvent:
         """Decode the stored state bytes written by the mapper."""
-        body = json.loads(state)
+        body = loads(state)
         return cls(
             run_id=run_id,
             position=position,

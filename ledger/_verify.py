@@ -7,12 +7,11 @@ blob) refers to is re-hashed. Problems are named by run, position and reason. Mu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger.errors import InvalidPayloadError
@@ -106,7 +105,8 @@ def verify_run(
     by_stored_hash = {r.hash: r.position for r in records}
     recomputed_prev = GENESIS
     ended_at: int | None = None
-    for expected, record in enumerate(records, start=1):
+    expected = 1
+    for record in records:
         try:
             recomputed = envelope_hash(record.envelope())
         except InvalidPayloadError as e:
@@ -114,23 +114,31 @@ def verify_run(
             recomputed = ""
         origin = by_stored_hash.get(record.prev)
         moved = origin is not None and origin != record.position - 1
-        if record.position != expected:
-            detail = f"position {expected} is absent; the next stored is {record.position}"
+        after_gap = record.position > expected
+        if after_gap:
+            missing = (
+                f"{expected}"
+                if record.position == expected + 1
+                else (f"{expected}..{record.position - 1}")
+            )
+            detail = f"position {missing} is absent; the next stored is {record.position}"
             problems.append(Problem(run_id, expected, "event missing", detail))
-        elif recomputed != record.hash:
-            if moved:
+            expected = record.position
+        if recomputed != record.hash:
+            if moved and not after_gap:
                 detail = f"its predecessor is stored at position {origin}"
                 problems.append(Problem(run_id, record.position, "events reordered", detail))
             elif recomputed:
                 detail = f"content hashes to {recomputed[:12]}, recorded {record.hash[:12]}"
                 problems.append(Problem(run_id, record.position, "payload altered", detail))
-        elif record.prev != recomputed_prev:
+        elif record.prev != recomputed_prev and not after_gap:
             if moved:
                 detail = f"its predecessor is stored at position {origin}"
                 problems.append(Problem(run_id, record.position, "events reordered", detail))
             elif origin is None and record.position > 1:
                 detail = "the event it was chained to is not in the run"
                 problems.append(Problem(run_id, record.position, "event missing", detail))
+        expected += 1
         if ended_at is not None and record.kind != "RunAnnotated":
             detail = f"{record.kind} after the run ended at {ended_at}"
             problems.append(Problem(run_id, record.position, "events after end", detail))
@@ -209,7 +217,7 @@ def _check_blobs(
                 problems.append(Problem(run_id, position, "blob missing", ref))
                 continue
             try:
-                content = json.loads(data)
+                content = loads(data)
                 actual = blob_ref(canonical_json(content))
             except (ValueError, InvalidPayloadError) as e:
                 problems.append(Problem(run_id, position, "blob altered", f"{ref}: {e}"))

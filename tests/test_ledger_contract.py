@@ -7,6 +7,7 @@ how a run ends, what it carries when it ends, and what a closed run still accept
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from itertools import pairwise
 from pathlib import Path
@@ -282,6 +283,26 @@ def test_two_writers_at_one_position_one_wins_and_nothing_is_lost(ledger: Ledger
     assert records[:2] == first.recorded
     info = ledger.run(first.run_id)
     assert (info.status, info.event_count, info.head_hash) == ("completed", 4, records[-1].hash)
+    assert ledger.verify().ok
+
+
+def test_a_batch_that_loses_the_race_writes_none_of_its_events(ledger: Ledger) -> None:
+    """A batch whose commit conflicts is written not at all, neither now nor at a later flush."""
+    first = ledger.record_run("writer", input="race")
+    second = RunRecorder(ledger, ledger.load(first.run_id))
+    first.plan({"by": "first"})
+    with pytest.raises(ConcurrencyError) as caught, second.batch():  # noqa: PT012 - one batch
+        second.plan({"by": "second"})
+        second.delta({"second": {"was": "here"}})
+        second.answer("the second writer's answer")
+    assert caught.value.position == 2
+    first.complete()
+    after = ledger.events(first.run_id)
+    with pytest.raises((ConcurrencyError, RunClosedError)):
+        second.answer("a stale writer tries again")
+    assert ledger.events(first.run_id) == after
+    assert kinds(after) == ["RunStarted", "PlanProposed", "RunCompleted"]
+    assert "second" not in json.dumps([r.payload for r in after])
     assert ledger.verify().ok
 
 

@@ -1,0 +1,190 @@
+"""Real processes writing one SQLite ledger: concurrent writers, and a writer killed mid-run.
+
+The writers are this file run as a script (``python tests/test_ledger_processes.py MODE ...``),
+so each test drives separate interpreters with their own connections, exactly as two agents on
+one machine would. Marked slow: each test spawns processes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).resolve()
+BATCHES = 20
+PER_BATCH = 10
+TIMEOUT_S = 60
+
+
+# The worker (runs in the child process) ------------------------------------------------------
+
+
+def wait_for(path: Path, timeout_s: float) -> None:
+    """Poll until `path` exists."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            msg = f"{path} did not appear within {timeout_s} s"
+            raise TimeoutError(msg)
+        time.sleep(0.002)
+
+
+def record_in_batches(url: str, barrier: Path, name: str) -> None:
+    """Open the ledger, say ready, wait for the go flag, then record BATCHES batches."""
+    from agentledger.ledger import Ledger
+
+    with Ledger.open(url) as ledger:
+        (barrier / f"{name}.ready").touch()
+        wait_for(barrier / "go", TIMEOUT_S)
+        with ledger.record_run(f"worker-{name}", input={"worker": name}, tags=[name]) as run:
+            for batch in range(BATCHES):
+                with run.batch():
+                    for item in range(PER_BATCH // 2):
+                        key = f"{name}-{batch}-{item}"
+                        run.tool("lookup", {"key": key}, result={"key": key, "value": batch})
+        print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
+
+
+def record_forever(url: str) -> None:
+    """Record two-event batches until killed, printing each committed position."""
+    from agentledger.ledger import Ledger
+
+    ledger = Ledger.open(url)
+    run = ledger.record_run("doomed", input="record until killed")
+    print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
+    count = 0
+    while True:
+        count += 1
+        with run.batch():
+            run.plan({"count": count, "padding": "x" * 200})
+            run.delta({"progress": {"count": count}})
+        print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
+
+
+# The tests (run in pytest) -------------------------------------------------------------------
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    """Start this file as a worker process."""
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_two_processes_record_into_one_sqlite_file_at_once(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two writers started together both complete ~200-event runs, and both verify."""
+    from agentledger.cli import main
+    from agentledger.ledger import Ledger
+
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    names = ("alpha", "beta")
+    workers = [spawn("record", sqlite_url, str(barrier), name) for name in names]
+    try:
+        for name in names:
+            wait_for(barrier / f"{name}.ready", TIMEOUT_S)
+        (barrier / "go").touch()
+        outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+    results = [json.loads(out) for out, _ in outputs]
+    expected = 1 + BATCHES * PER_BATCH + 1
+    assert [r["position"] for r in results] == [expected, expected]
+
+    with Ledger.open(sqlite_url) as ledger:
+        infos = [ledger.run(r["run_id"]) for r in results]
+        for info, name in zip(infos, names, strict=True):
+            assert (info.status, info.event_count, info.tags) == ("completed", expected, (name,))
+            records = ledger.events(info.run_id)
+            assert [r.position for r in records] == list(range(1, expected + 1))
+        first, second = infos
+        assert first.ended_at is not None
+        assert second.ended_at is not None
+        assert first.started_at < second.ended_at
+        assert second.started_at < first.ended_at, "the two writers did not overlap"
+        report = ledger.verify()
+        assert report.ok
+        assert report.runs_checked == 2
+    capsys.readouterr()
+    assert main(["--db", sqlite_url, "verify"]) == 0
+    assert capsys.readouterr().out.startswith("intact: 2 runs")
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGKILL in the middle of recording leaves a running run with an unbroken chain."""
+    from agentledger.cli import main
+    from agentledger.ledger import Ledger, RunRecorder
+
+    worker = spawn("forever", sqlite_url)
+    try:
+        assert worker.stdout is not None
+        last: dict[str, object] = {}
+        for line in worker.stdout:
+            last = json.loads(line)
+            if int(str(last["position"])) >= 61:
+                break
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=TIMEOUT_S)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+        if worker.stderr is not None:
+            worker.stderr.close()
+    assert worker.returncode == -signal.SIGKILL
+    run_id = str(last["run_id"])
+
+    with Ledger.open(sqlite_url) as ledger:
+        records = ledger.events(run_id)
+        count = len(records)
+        assert count >= 61
+        assert count % 2 == 1, "a two-event batch was split by the kill"
+        assert [r.position for r in records] == list(range(1, count + 1))
+        info = ledger.run(run_id)
+        assert (info.status, info.event_count, info.head_hash) == (
+            "running",
+            count,
+            records[-1].hash,
+        )
+        assert ledger.verify().ok
+    capsys.readouterr()
+    assert main(["--db", sqlite_url, "verify"]) == 0
+    assert capsys.readouterr().out.startswith("intact: 1 runs")
+
+    with Ledger.open(sqlite_url) as ledger:
+        resumed = RunRecorder(ledger, ledger.load(run_id))
+        resumed.fail(RuntimeError("the writer was killed"))
+        assert ledger.run(run_id).status == "failed"
+        assert ledger.verify().ok
+
+
+if __name__ == "__main__":
+    mode, *arguments = sys.argv[1:]
+    if mode == "record":
+        record_in_batches(arguments[0], Path(arguments[1]), arguments[2])
+    elif mode == "forever":
+        record_forever(arguments[0])
+    else:
+        sys.exit(f"unknown mode {mode!r}")
