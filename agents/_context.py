@@ -54,7 +54,7 @@ from agentledger.agents.models import (
     ModelResponse,
 )
 from agentledger.agents.policy import PolicyDecision, PolicyGate
-from agentledger.ledger import RunRecorder
+from agentledger.ledger import RunRecorder, as_recorded
 from agentledger.ledger.events import (
     Attempt,
     ClarificationRequested,
@@ -228,7 +228,10 @@ class RunContext:
             step_id=step_id,
             actor=role,
             caused_by=caused_by,
+            served_from=response.served_from if response is not None else None,
         )
+        if response is not None and response.message.tool_calls:
+            response = _as_recorded_response(response)
         self.counters.tokens += usage.total if usage else 0
         self.usage.add_model_call(role, response)
         if self.hooks.on_model_call is not None:
@@ -326,7 +329,10 @@ class RunContext:
             error=LedgerToolError(**result.error.model_dump()) if result.error else None,
             latency_ms=result.latency_ms,
             caused_by=position,
+            served_from=result.served_from,
         )
+        if result.ok and result.data is not None:  # what a replay, served from the record, sees
+            result = result.model_copy(update={"data": as_recorded(result.data)})
         late = check_latency(self.limits, name, result) if agent_tool is None else None
         if late is not None:
             self._record_trip(late, step_id)
@@ -468,6 +474,16 @@ def _params(request: ModelRequest) -> dict[str, Any]:
         "stop": request.stop,
     }
     return {key: value for key, value in params.items() if value is not None}
+
+
+def _as_recorded_response(response: ModelResponse) -> ModelResponse:
+    """The response with its tool-call arguments as a replay (served from the record) sees them."""
+    calls = [
+        call.model_copy(update={"arguments": as_recorded(call.arguments)})
+        for call in response.message.tool_calls
+    ]
+    message = response.message.model_copy(update={"tool_calls": calls})
+    return response.model_copy(update={"message": message})
 
 
 def _latency(attempts: Sequence[Any]) -> float:

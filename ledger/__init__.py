@@ -5,7 +5,7 @@ persistence (SQLite, PostgreSQL, memory) and the `Ledger` facade with its record
 Knows nothing of agents or vendor SDKs.
 """
 
-from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._canonical import as_recorded, canonical_json
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._ledger import Ledger, RunQuery
 from agentledger.ledger._logging import EventLogger
@@ -67,6 +67,7 @@ __all__ = [
     "UnknownSchemeError",
     "UsageError",
     "VerifyReport",
+    "as_recorded",
     "blob_ref",
     "blob_refs_in",
     "canonical_json",

@@ -214,6 +214,16 @@ def loads(data: str | bytes) -> Any:
     return json.loads(data, parse_int=_parse_int)
 
 
+def as_recorded(value: Any) -> Any:
+    """``value`` as the ledger gives it back: a canonical JSON round trip.
+
+    RFC 8785 writes ``0.0`` as ``0``, so an integral float reads back as an int. Code that
+    formats what a tool or model returned must see this form live too, or a replay (which is
+    served from the record) would format ``0`` where the live run formatted ``0.0``.
+    """
+    return loads(canonical_json(value))
+
+
 def sha256_hex(data: bytes) -> str:
     """Hex SHA-256 of `data`."""
     return hashlib.sha256(data).hexdigest()

@@ -80,6 +80,8 @@ class ToolResult(BaseModel):
     data: JSONValue | None = None
     error: ToolErrorInfo | None = None
     latency_ms: float = Field(ge=0.0)
+    served_from: str | None = None
+    """Set when the tool did not run: ``RUN@POSITION`` of the recorded result this repeats."""
 
     @model_validator(mode="after")
     def _outcome_matches_ok(self) -> Self:

@@ -220,6 +220,8 @@ class ModelResponse(_Value):
     attempts: list[Attempt] = Field(default_factory=list)
     raw_id: str | None = None
     raw_finish_reason: str | None = None
+    served_from: str | None = None
+    """Set when no model answered: ``RUN@POSITION`` of the recorded call this answer repeats."""
 
     @field_validator("message")
     @classmethod

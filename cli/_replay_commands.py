@@ -1,0 +1,314 @@
+"""CLI commands over recorded runs: replay, rerun, resume, fork.
+
+``replay RUN|--all`` exits 0 when every run replays identically and 1 at a divergence (naming
+position, kinds and changed paths); ``rerun`` prints the new run id (and why it stopped, if it
+did); ``resume`` and ``fork`` print the run id they completed. Models for what the record does
+not hold come from ``--model [ROLE=]SPEC`` (as for ``run``); prompt versions beyond the
+built-in library from ``--prompts FILE`` (JSON ``{"name": {"version": "text"}}``). Must not
+bypass the replay package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentledger.agents import AgentError, default_library
+from agentledger.agents.models import ChatModel, ModelError, model_from_spec
+from agentledger.agents.prompts import PromptLibrary
+from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._run_command import parse_model_specs
+from agentledger.ledger import Ledger, RunQuery
+from agentledger.replay import (
+    Overrides,
+    ReplayDivergenceError,
+    ReplayError,
+    ReplayResult,
+    fork_run,
+    replay_all,
+    rerun_many,
+    resume_run,
+)
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add replay, rerun, resume and fork."""
+    p = sub.add_parser("replay", help="re-execute recorded runs offline; exit 1 if one diverges")
+    p.add_argument("run", nargs="?", help="run id or unique prefix")
+    p.add_argument("--all", action="store_true", help="replay every run in the ledger")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    _library_option(p)
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("rerun", help="re-evaluate runs with changed prompts, model or params")
+    p.add_argument("run", nargs="?", help="run id or unique prefix")
+    p.add_argument("--tag", help="rerun every run with this tag instead of one run")
+    p.add_argument("--since", help="with --tag: only runs started at or after this time")
+    p.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        metavar="NAME=VERSION",
+        help="prompt version by role or prompt name, e.g. planner=v2 (repeatable)",
+    )
+    _model_option(p)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument(
+        "--allow-effects",
+        action="store_true",
+        help="let effectful tools (send_message...) run again",
+    )
+    _library_option(p)
+    p.set_defaults(func=cmd_rerun)
+
+    p = sub.add_parser("resume", help="continue a run whose process died mid-way")
+    p.add_argument("run", help="run id or unique prefix")
+    _model_option(p)
+    p.add_argument(
+        "--allow-effects",
+        action="store_true",
+        help="call again an effectful tool whose result was never recorded",
+    )
+    _library_option(p)
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("fork", help="start a new run from position N of a recorded run")
+    p.add_argument("run", help="run id or unique prefix")
+    p.add_argument("--at", type=int, required=True, help="last position to copy")
+    p.add_argument("--patch", help="JSON Merge Patch object applied to the world state at N")
+    _model_option(p)
+    p.add_argument("--allow-effects", action="store_true")
+    _library_option(p)
+    p.set_defaults(func=cmd_fork)
+
+
+def _model_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="[ROLE=]SPEC",
+        help="openai:NAME, anthropic:NAME or scripted:FILE for calls the record "
+        "does not answer; ROLE=SPEC for one role",
+    )
+    p.add_argument("--base-url", help="API base URL for the vendor models")
+
+
+def _library_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help='extra prompt versions: JSON {"name": {"version": "text"}}',
+    )
+
+
+def _library(args: argparse.Namespace) -> PromptLibrary:
+    library = default_library()
+    if not getattr(args, "prompts", None):
+        return library
+    path = Path(args.prompts)
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as error:
+        raise CliError(f"--prompts {path}: {error}") from None
+    if not isinstance(data, dict):
+        raise CliError(f'--prompts {path}: expected {{"name": {{"version": "text"}}}}')
+    for name, versions in data.items():
+        if not isinstance(versions, dict) or not all(isinstance(t, str) for t in versions.values()):
+            raise CliError(f"--prompts {path}: {name!r} must map versions to prompt texts")
+        for version, text in versions.items():
+            library = library.with_prompt(name, version, text)
+    return library
+
+
+def _models(args: argparse.Namespace) -> tuple[Overrides, dict[str, ChatModel]]:
+    default, per_role = parse_model_specs(args.model)
+    built: dict[str, ChatModel] = {}
+    models: dict[str, ChatModel] = {}
+    for role, spec in [("default", default), *per_role.items()]:
+        if spec is None:
+            continue
+        if spec not in built:
+            try:
+                built[spec] = model_from_spec(spec, base_url=args.base_url)
+            except (ModelError, ValueError) as error:
+                raise CliError(str(error)) from None
+        models[role] = built[spec]
+    return Overrides(model=default, models=per_role, base_url=args.base_url), models
+
+
+def _print_divergence(result: ReplayResult) -> None:
+    found = result.divergence
+    assert found is not None
+    print(f"{result.run_id}  DIVERGED at position {found.position}: {found.summary()}")
+    for change in found.changes[:10]:
+        expected = json.dumps(change.expected, ensure_ascii=False)[:120]
+        actual = json.dumps(change.actual, ensure_ascii=False)[:120]
+        print(f"    {change.path}\n      recorded: {expected}\n      replayed: {actual}")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay one run or every run; exit 1 if any diverges."""
+    if bool(args.run) == bool(args.all):
+        raise CliError("give a RUN or --all")
+    library = _library(args)
+    with open_ledger(args) as ledger:
+        ids = ledger.run_ids() if args.all else [resolve_run(ledger, args.run)]
+        progress = _progress("replay") if args.all and not args.json else None
+        try:
+            results = replay_all(ledger, ids, prompts=library, progress=progress)
+        except (ReplayError, AgentError) as error:
+            raise CliError(f"{type(error).__name__}: {error}") from None
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
+    else:
+        for result in results:
+            if result.identical:
+                state = "identical" if result.finished else "identical so far (run unfinished)"
+                print(f"{result.run_id}  {state}: {result.events} events")
+            else:
+                _print_divergence(result)
+    return 0 if all(r.identical for r in results) else 1
+
+
+def _progress(verb: str) -> Any:
+    def report(index: int, total: int, result: Any) -> None:
+        width = 30
+        done = width * index // total
+        bar = "#" * done + "-" * (width - done)
+        print(f"\r{verb} [{bar}] {index}/{total} {result.run_id[:8]}", end="", file=sys.stderr)
+        if index == total:
+            print(file=sys.stderr)
+
+    return report
+
+
+def _selection(ledger: Ledger, args: argparse.Namespace) -> list[str]:
+    if args.run and args.tag:
+        raise CliError("give a RUN or --tag, not both")
+    if args.run:
+        return [resolve_run(ledger, args.run)]
+    if not args.tag:
+        raise CliError("give a RUN or --tag TAG")
+    runs = ledger.runs(RunQuery(tag=args.tag, since=args.since, status="completed"))
+    originals = [r.run_id for r in runs if r.parent_run_id is None]
+    if not originals:
+        raise CliError(f"no completed original runs tagged {args.tag!r}")
+    return list(reversed(originals))
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    """Rerun one run or a tagged selection; print each new run id."""
+    versions: dict[str, str] = {}
+    for value in args.prompt:
+        name, sep, version = value.partition("=")
+        if not sep or not name or not version:
+            raise CliError(f"--prompt {value!r}: expected NAME=VERSION, e.g. planner=v2")
+        versions[name] = version
+    base, models = _models(args)
+    overrides = Overrides(
+        prompt_versions=versions,
+        model=base.model,
+        models=base.models,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        base_url=args.base_url,
+    )
+    library = _library(args)
+    with open_ledger(args) as ledger:
+        ids = _selection(ledger, args)
+        progress = _progress("rerun") if len(ids) > 1 else None
+        try:
+            results = rerun_many(
+                ledger,
+                ids,
+                overrides,
+                models=models or None,
+                prompts=library,
+                allow_effects=args.allow_effects,
+                progress=progress,
+            )
+        except (ReplayError, AgentError) as error:
+            raise CliError(f"{type(error).__name__}: {error}") from None
+    stopped = 0
+    for result in results:
+        print(result.run_id)
+        detail = (
+            f"{result.served_model_calls} model calls served from the record, "
+            f"{result.live_model_calls} live; {result.served_tool_calls} tool calls served, "
+            f"{result.live_tool_calls} run"
+        )
+        print(f"  rerun of {result.parent_run_id}: {result.status}; {detail}", file=sys.stderr)
+        if result.stopped:
+            stopped += 1
+            print(f"  stopped: {result.stopped}", file=sys.stderr)
+    return 1 if stopped else 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Resume a run; print its id and status."""
+    _, models = _models(args)
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        try:
+            result = resume_run(
+                ledger,
+                run_id,
+                models=models or None,
+                prompts=_library(args),
+                allow_effects=args.allow_effects,
+            )
+        except ReplayDivergenceError as error:
+            print(f"agentledger: {error}", file=sys.stderr)
+            return 1
+        except (ReplayError, AgentError) as error:
+            raise CliError(f"{type(error).__name__}: {error}") from None
+    print(result.run_id)
+    print(
+        f"  resumed after {result.replayed_events} recorded events: {result.status}, "
+        f"{result.new_events} new events",
+        file=sys.stderr,
+    )
+    return 0 if result.status == "completed" else 1
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Fork a run at a position; print the new run id."""
+    patch = None
+    if args.patch is not None:
+        try:
+            patch = json.loads(args.patch)
+        except ValueError as error:
+            raise CliError(f"--patch: not JSON: {error}") from None
+        if not isinstance(patch, dict):
+            raise CliError("--patch: a JSON Merge Patch object, e.g. '{\"budget\": 20}'")
+    _, models = _models(args)
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        try:
+            result = fork_run(
+                ledger,
+                run_id,
+                args.at,
+                patch=patch,
+                models=models or None,
+                prompts=_library(args),
+                allow_effects=args.allow_effects,
+            )
+        except ReplayDivergenceError as error:
+            print(f"agentledger: {error}", file=sys.stderr)
+            return 1
+        except (ReplayError, AgentError) as error:
+            raise CliError(f"{type(error).__name__}: {error}") from None
+    print(result.run_id)
+    print(
+        f"  fork of {run_id} at {args.at}: {result.status}, {result.new_events} new events",
+        file=sys.stderr,
+    )
+    return 0 if result.status == "completed" else 1

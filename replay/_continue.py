@@ -1,0 +1,228 @@
+"""``resume_run`` and ``fork_run``: continue a recorded run, in place or as a new linked run.
+
+Owns both ways of carrying on from a recorded prefix. The agent is re-executed with models and
+tools answering from the record and a ``CheckingRecorder`` comparing every re-produced event
+with the recorded one; past the prefix the run goes live and its events are written.
+
+- **Resume** continues a run whose process died: the prefix is the whole record, nothing of it
+  is written again, and the new events are appended to the same run, which then completes,
+  verifies and replays like any other. A tool the dead process called without recording its
+  result is called again, except an effectful one unless ``allow_effects`` (it may have run).
+- **Fork** starts a new run (``relation="fork"``, parent id and position) that copies its
+  parent's events 1..N by re-executing them, applies an optional merge patch to the world state
+  right after position N (a DeltaApplied with ``source="fork"``), and continues live with the
+  given models. Re-executing a call the parent recorded after N with an effectful tool is
+  refused unless ``allow_effects``.
+
+Must not modify a parent run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentledger.agents.models import ChatModel
+from agentledger.agents.prompts import PromptLibrary
+from agentledger.ledger import Ledger, RunRecorder
+from agentledger.replay._ports import RecordedTools
+from agentledger.replay._recorder import CheckingRecorder
+from agentledger.replay._replay import Recorded
+from agentledger.replay._rerun import LIVE_PROVIDERS, live_model
+from agentledger.replay.errors import (
+    NotResumableError,
+    ReplayDivergenceError,
+    ReplayUsageError,
+)
+from agentledger.tools import ToolRegistry, builtin_registry
+
+__all__ = ["ContinueResult", "fork_run", "resume_run"]
+
+
+@dataclass(frozen=True)
+class ContinueResult:
+    """A resumed or forked run: its id, status, and how many events came from the record."""
+
+    run_id: str
+    parent_run_id: str | None
+    status: str
+    replayed_events: int
+    new_events: int
+    answer: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as JSON."""
+        return dict(self.__dict__)
+
+
+def _live(
+    recorded: Recorded, given: Mapping[str, ChatModel] | None, model: str | None
+) -> dict[str, ChatModel]:
+    """Every role's live model, or a usage error naming the roles that have none."""
+    live: dict[str, ChatModel] = {}
+    missing: list[str] = []
+    for role, config in recorded.started.config.models.items():
+        chosen = (given or {}).get(role, (given or {}).get("default"))
+        if chosen is not None:
+            live[role] = chosen
+        elif model:
+            live[role] = live_model(model)
+        elif config.provider in LIVE_PROVIDERS:
+            live[role] = live_model(f"{config.provider}:{config.model}")
+        else:
+            missing.append(f"{role} (recorded {config.provider}:{config.model})")
+    if missing:
+        msg = (
+            f"no live model for {', '.join(missing)}: pass models=... "
+            "(CLI: --model PROVIDER:NAME) to answer what the record does not hold"
+        )
+        raise ReplayUsageError(msg)
+    return live
+
+
+def resume_run(
+    ledger: Ledger,
+    run_id: str,
+    *,
+    models: Mapping[str, ChatModel] | None = None,
+    model: str | None = None,
+    tools: ToolRegistry | None = None,
+    prompts: PromptLibrary | None = None,
+    allow_effects: bool = False,
+) -> ContinueResult:
+    """Continue a run that stopped mid-way (its process died) from its last recorded event.
+
+    Models and tools already answered are served from the record; the rest is live (``models``
+    by role or ``"default"``, else ``model`` as a ``provider:model`` spec, else the recorded
+    vendor model). Raises ``NotResumableError`` for a finished run, or when an effectful tool
+    call has no recorded result and ``allow_effects`` is off; ``ReplayDivergenceError`` when
+    re-executing the prefix records something else (the code or prompts changed).
+    """
+    recorded = Recorded(ledger, run_id, prompts)
+    if recorded.finished:
+        raise NotResumableError(run_id, f"it already ended ({recorded.events[-1].kind})")
+    unanswered = [r for r in recorded.record.results if r.result is None and r.effectful]
+    if unanswered and not allow_effects:
+        names = ", ".join(f"{r.tool} at position {r.position}" for r in unanswered)
+        raise NotResumableError(
+            run_id,
+            f"effectful tool call {names} has no recorded result and may have run; "
+            "pass allow_effects=True (CLI: --allow-effects) to call it again",
+        )
+    live = _live(recorded, models, model)
+    role_models = recorded.recorded_models(live)
+    tool_port = RecordedTools(
+        tools if tools is not None else builtin_registry(),
+        recorded.record,
+        allow_effects=True,
+        mark=False,
+    )
+    identity = recorded.identity(role_models, tool_port)
+    recorded.check_started(recorded.started.model_copy(update={"config": identity}))
+    recorder = CheckingRecorder(
+        ledger,
+        ledger.load(run_id),
+        recorded_run_id=run_id,
+        expected=recorded.events,
+        prefix_end=len(recorded.events),
+        write_prefix=False,
+        beyond="write",
+    )
+    fork = recorded.fork_patch
+    pending = fork if fork is not None and fork[0] >= len(recorded.events) else None
+    ended = recorded.run_in(recorder, role_models, tool_port, patch_after=pending)
+    if isinstance(ended, ReplayDivergenceError):
+        raise ended
+    return _result(ledger, run_id, None, len(recorded.events))
+
+
+def fork_run(
+    ledger: Ledger,
+    run_id: str,
+    at: int,
+    *,
+    patch: object = None,
+    models: Mapping[str, ChatModel] | None = None,
+    model: str | None = None,
+    tools: ToolRegistry | None = None,
+    prompts: PromptLibrary | None = None,
+    allow_effects: bool = False,
+    tags: Sequence[str] = (),
+) -> ContinueResult:
+    """Start a new run that repeats ``run_id`` up to position ``at``, then goes live.
+
+    ``patch`` (a JSON Merge Patch object) is applied to the world state right after ``at``.
+    Past ``at`` the models answer live (as for ``resume_run``).
+    """
+    recorded = Recorded(ledger, run_id, prompts)
+    last = len(recorded.events)
+    if not 1 <= at < last:
+        msg = f"--at {at}: run {run_id} has positions 1..{last}; fork at 1..{last - 1}"
+        raise ReplayUsageError(msg)
+    if patch is not None and not isinstance(patch, dict):
+        msg = f"a fork's patch must be a JSON object, not {type(patch).__name__}"
+        raise ReplayUsageError(msg)
+    live = _live(recorded, models, model)
+    role_models = recorded.recorded_models(live, upto=at)
+    tool_port = RecordedTools(
+        tools if tools is not None else builtin_registry(),
+        recorded.record,
+        allow_effects=allow_effects,
+        mark=False,
+        upto=at,
+    )
+    identity = recorded.identity(role_models, tool_port)
+    recorded.check_started(recorded.started.model_copy(update={"config": identity}))
+    overrides: dict[str, Any] = {"at": at}
+    if patch:
+        overrides["patch"] = dict(patch)
+    if model:
+        overrides["model"] = model
+    plain = ledger.record_run(
+        recorded.started.agent,
+        input=recorded.input.recorded(),
+        config=identity,
+        tags=list(tags) or recorded.started.tags,
+        parent_run_id=run_id,
+        parent_position=at,
+        relation="fork",
+        overrides=overrides,
+    )
+    recorder = CheckingRecorder(
+        ledger,
+        ledger.load(plain.run_id),
+        recorded_run_id=run_id,
+        expected=recorded.events[:at],
+        prefix_end=at,
+        write_prefix=True,
+        beyond="write",
+    )
+    ended = recorded.run_in(
+        recorder, role_models, tool_port, patch_after=(at, patch) if patch else None
+    )
+    if isinstance(ended, ReplayDivergenceError):
+        closer = RunRecorder(ledger, ledger.load(plain.run_id))
+        closer.fail(ended)
+        raise ended
+    return _result(ledger, plain.run_id, run_id, at)
+
+
+def _result(ledger: Ledger, run_id: str, parent: str | None, replayed: int) -> ContinueResult:
+    events = ledger.events(run_id)
+    answer = next(
+        (
+            str(e.payload.get("answer") or e.payload.get("question") or "")
+            for e in reversed(events)
+            if e.kind in ("SynthesisProduced", "ClarificationRequested")
+        ),
+        None,
+    )
+    return ContinueResult(
+        run_id=run_id,
+        parent_run_id=parent,
+        status=ledger.run(run_id).status,
+        replayed_events=replayed,
+        new_events=len(events) - replayed,
+        answer=answer,
+    )

@@ -1,0 +1,174 @@
+"""``CheckingRecorder``: a run recorder that compares what a run records with a recorded run.
+
+Owns the comparing half of replay, resume and fork. The recorded events up to ``prefix_end``
+are the expected prefix: each event the re-executed run records at a position inside it is
+compared (``comparable``) with the recorded one; the first mismatch is kept as the
+``Divergence`` and raised as ``ReplayDivergenceError`` (later events are ignored, so the first
+one wins even when an orchestration swallows the error). Inside the prefix an event is written
+only when ``write_prefix`` is on (a fork copies its parent's prefix; replay and resume do not
+write what is already recorded). Past the prefix ``beyond`` decides: ``"write"`` (resume and
+fork continue the run), ``"diverge"`` (replay of a finished run: any extra event is a
+divergence) or ``"stop"`` (replay of a run that never finished: the prefix is all there is).
+``run_after(N, hook)`` runs a hook once, just before the event after position N is recorded (a
+fork applies its state patch there, so it lands right after position N, and replaying the fork
+applies it at the same place). Must not call models or tools.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from agentledger.ledger import LedgerError, RecordedEvent, RunRecorder
+from agentledger.ledger.events import ErrorInfo, LedgerEvent, RunCompleted, RunFailed
+from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
+from agentledger.replay.errors import ReplayDivergenceError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from agentledger.ledger import Ledger, Run
+
+__all__ = ["Beyond", "CheckingRecorder", "ReplayStopped"]
+
+Beyond = Literal["write", "diverge", "stop"]
+
+
+class ReplayStopped(Exception):  # noqa: N818 - a signal, not an error
+    """The re-executed run reached the end of a record that never finished."""
+
+
+class CheckingRecorder(RunRecorder):
+    """Records a re-execution, comparing each event with the recorded one at its position."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        run: Run,
+        *,
+        recorded_run_id: str,
+        expected: Sequence[RecordedEvent],
+        prefix_end: int,
+        write_prefix: bool,
+        beyond: Beyond,
+    ) -> None:
+        super().__init__(ledger, run)
+        self._recorded_run_id = recorded_run_id
+        self._expected = expected
+        self._prefix_end = prefix_end
+        self._write_prefix = write_prefix
+        self._beyond = beyond
+        self._hook: tuple[int, Callable[[], None]] | None = None
+        self._cursor = 1
+        self.divergence: Divergence | None = None
+        self.compared = 1
+        self.closed = False
+
+    @property
+    def position(self) -> int:
+        """Position of the last event recorded, replayed or pending."""
+        if self._write_prefix:
+            return super().position
+        if self._cursor < self._prefix_end or self._beyond != "write":
+            return self._cursor
+        return super().position
+
+    def run_after(self, position: int, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once, just before the event after ``position`` is recorded."""
+        self._hook = (position, hook)
+
+    @property
+    def in_prefix(self) -> bool:
+        """Whether the next event still falls inside the recorded prefix."""
+        return self.position < self._prefix_end
+
+    def record(self, event: LedgerEvent) -> int:
+        """Compare ``event`` with the recorded one at its position; write it when due."""
+        if self.divergence is not None:
+            return self.position + 1
+        if self._hook is not None and self.position >= self._hook[0]:
+            hook, self._hook = self._hook[1], None
+            hook()
+        position = self.position + 1
+        if event.kind in ("RunCompleted", "RunFailed"):
+            self.closed = True
+        if position <= self._prefix_end:
+            self._check(position, event)
+            self.compared = position
+            if self._write_prefix:
+                written = super().record(event)
+            else:
+                self._cursor = position
+                written = position
+            return written
+        if self._beyond == "stop":
+            raise ReplayStopped
+        if self._beyond == "diverge":
+            actual = (event.kind, comparable_event(event))
+            self._diverge(divergence(position, None, actual, "replay recorded more events"))
+        return super().record(event)
+
+    def finish(self) -> None:
+        """After the run: a replay that recorded fewer events than the record diverged."""
+        if self.divergence is None and self._beyond == "diverge":
+            done = self.compared
+            if done < len(self._expected):
+                nxt = self._expected[done]
+                expected = (nxt.kind, comparable(nxt.kind, nxt.version, nxt.payload))
+                self._diverge(divergence(done + 1, expected, None, "replay ended early"))
+        if self.divergence is not None:
+            raise ReplayDivergenceError(self._recorded_run_id, self.divergence)
+
+    def complete(self, outcome: str = "answered") -> RecordedEvent:
+        """Record RunCompleted with the replayed event count."""
+        self.flush()
+        self.record(
+            RunCompleted(
+                event_count=self.position + 1, head_hash=self._run.head_hash, outcome=outcome
+            )
+        )
+        return self.recorded[-1]
+
+    def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
+        """Record RunFailed with the replayed event count (nothing after a divergence)."""
+        if self.divergence is not None or isinstance(error, ReplayStopped):
+            return self.recorded[-1]
+        try:
+            self.flush()
+        except LedgerError:
+            self._pending.clear()
+            self._blobs.clear()
+        info = error if isinstance(error, ErrorInfo) else _error_info(error)
+        self.record(
+            RunFailed(event_count=self.position + 1, head_hash=self._run.head_hash, error=info)
+        )
+        return self.recorded[-1]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.closed or self.divergence is not None:
+            self.flush()
+            return
+        super().__exit__(exc_type, exc, tb)
+
+    def _check(self, position: int, event: LedgerEvent) -> None:
+        recorded = self._expected[position - 1]
+        actual = comparable_event(event)
+        expected = comparable(recorded.kind, recorded.version, recorded.payload)
+        if recorded.kind != event.kind or expected != actual:
+            self._diverge(divergence(position, (recorded.kind, expected), (event.kind, actual)))
+
+    def _diverge(self, found: Divergence) -> None:
+        self.divergence = found
+        self._pending.clear()
+        raise ReplayDivergenceError(self._recorded_run_id, found)
+
+
+def _error_info(error: BaseException) -> ErrorInfo:
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=5))
+    return ErrorInfo(type=type(error).__name__, message=str(error), traceback=text[-4000:])
