@@ -5,11 +5,15 @@ result served from its record and checks that it records the same events (timing
 raising ``ReplayDivergenceError`` at the first that differs. ``rerun`` starts a linked run with
 overrides (prompt versions, model, parameters), serving identical requests from the record.
 ``resume_run`` continues a run whose process died; ``fork_run`` starts a new run from position
-N of a recorded one.
+N of a recorded one. ``diff_runs`` aligns two runs causally and reports what changed.
 """
 
+from agentledger.replay._cohort import CohortDiff, RunSelection, cohort_diff, render_cohort
 from agentledger.replay._compare import Change, Divergence
 from agentledger.replay._continue import ContinueResult, fork_run, resume_run
+from agentledger.replay._diff import diff_runs
+from agentledger.replay._diff_model import RunDiff
+from agentledger.replay._diff_render import render_diff
 from agentledger.replay._replay import ReplayResult, replay_all, replay_run
 from agentledger.replay._rerun import Overrides, RerunResult, rerun, rerun_many
 from agentledger.replay.errors import (
@@ -23,6 +27,7 @@ from agentledger.replay.errors import (
 
 __all__ = [
     "Change",
+    "CohortDiff",
     "ContinueResult",
     "Divergence",
     "EffectRefusedError",
@@ -34,7 +39,13 @@ __all__ = [
     "ReplayResult",
     "ReplayUsageError",
     "RerunResult",
+    "RunDiff",
+    "RunSelection",
+    "cohort_diff",
+    "diff_runs",
     "fork_run",
+    "render_cohort",
+    "render_diff",
     "replay_all",
     "replay_run",
     "rerun",
