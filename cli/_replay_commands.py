@@ -47,8 +47,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("rerun", help="re-evaluate runs with changed prompts, model or params")
     p.add_argument("run", nargs="?", help="run id or unique prefix")
-    p.add_argument("--tag", help="rerun every run with this tag instead of one run")
-    p.add_argument("--since", help="with --tag: only runs started at or after this time")
+    p.add_argument("--tag", help="select the completed runs with this tag")
+    p.add_argument("--since", help="select the completed runs started at or after this time")
+    p.add_argument(
+        "--of-prompt",
+        metavar="NAME=VERSION",
+        help="select the completed runs recorded with this prompt version",
+    )
     p.add_argument(
         "--prompt",
         action="append",
@@ -190,17 +195,32 @@ def _progress(verb: str) -> Any:
 
 
 def _selection(ledger: Ledger, args: argparse.Namespace) -> list[str]:
-    if args.run and args.tag:
-        raise CliError("give a RUN or --tag, not both")
+    """One run, or the completed original runs matching --tag / --since / --of-prompt."""
+    chosen = [args.tag, args.since, args.of_prompt]
+    if args.run and any(chosen):
+        raise CliError("give a RUN or a selection (--tag, --since, --of-prompt), not both")
     if args.run:
         return [resolve_run(ledger, args.run)]
-    if not args.tag:
-        raise CliError("give a RUN or --tag TAG")
+    if not any(chosen):
+        raise CliError("give a RUN or a selection: --tag TAG, --since TIME, --of-prompt NAME=V")
     runs = ledger.runs(RunQuery(tag=args.tag, since=args.since, status="completed"))
-    originals = [r.run_id for r in runs if r.parent_run_id is None]
-    if not originals:
-        raise CliError(f"no completed original runs tagged {args.tag!r}")
-    return list(reversed(originals))
+    ids = [r.run_id for r in reversed(runs) if r.parent_run_id is None]
+    if args.of_prompt:
+        name, sep, version = args.of_prompt.partition("=")
+        if not sep:
+            raise CliError(f"--of-prompt {args.of_prompt!r}: expected NAME=VERSION")
+        ids = [i for i in ids if _uses_prompt(ledger, i, name, version)]
+    if not ids:
+        raise CliError("no completed original runs match the selection")
+    return ids
+
+
+def _uses_prompt(ledger: Ledger, run_id: str, name: str, version: str) -> bool:
+    prompts = ledger.events(run_id, upto=1)[0].payload.get("config", {}).get("prompts", {})
+    return any(
+        (p.get("name") == name or role == name) and p.get("version") == version
+        for role, p in prompts.items()
+    )
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
