@@ -142,7 +142,7 @@ def test_fork_and_resume_report_usage_errors(db: str, capsys: pytest.CaptureFixt
 def test_fork_with_a_scripted_model_file_continues_live(
     db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """fork --at N --patch P --model scripted:FILE: a completed fork holding the patch."""
+    """A fork with --patch and --model scripted:FILE completes holding the patch."""
     run_id = only_run(db)
     script = tmp_path / "answers.json"
     script.write_text(json.dumps(["A forked answer."]), encoding="utf-8")
