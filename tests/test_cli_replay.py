@@ -67,7 +67,7 @@ def test_replay_exits_1_and_names_the_position_when_a_run_diverges(
                     patch = {**patch, "tampered": True}
                 return original(patch, **kw)  # type: ignore[arg-type]
 
-            recorder.delta = altered  # type: ignore[method-assign]
+            recorder.delta = altered  # type: ignore[method-assign,assignment]
             return recorder
 
         run_agent(
