@@ -11,6 +11,7 @@ record, after ``rebuild_agent``. Orchestrations never see the Ledger; only this 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any, Protocol
@@ -72,6 +73,7 @@ class RecorderFactory(Protocol):
         ...
 
 
+@functools.cache
 def code_version() -> str:
     """The installed agentledger version (recorded as the code version of every run)."""
     try:

@@ -30,12 +30,20 @@ from agentledger.agents import (
 )
 from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse
 from agentledger.agents.prompts import PromptLibrary, default_library
-from agentledger.ledger import Ledger, RecordedEvent, RunRecorder, SequentialIds, StepClock
+from agentledger.ledger import (
+    GENESIS,
+    Ledger,
+    RecordedEvent,
+    Run,
+    RunRecorder,
+    SequentialIds,
+    StepClock,
+)
 from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay._ports import Record, RecordedModel, RecordedTools
 from agentledger.replay._recorder import Beyond, CheckingRecorder, ReplayStopped
-from agentledger.replay.errors import ReplayDivergenceError
+from agentledger.replay.errors import ReplayDivergenceError, ReplayUsageError
 from agentledger.tools import ToolRegistry, builtin_registry
 
 __all__ = ["Recorded", "ReplayResult", "replay_all", "replay_run"]
@@ -263,22 +271,23 @@ def replay_run(
         raise ReplayDivergenceError(run_id, found)
 
     role_models = recorded.recorded_models(on_exhausted=exhausted)
-    role_models.update(models or {})
+    role_models.update(_replacements(recorded, models or {}))
     live_tools = tools if tools is not None else builtin_registry()
     served = RecordedTools(live_tools, recorded.record, allow_effects=False, mark=False)
     started = recorded.started
     scratch = Ledger.open("memory://", clock=StepClock(), ids=SequentialIds())
     try:
-        plain = scratch.record_run(
-            started.agent,
-            input=recorded.input.recorded(),
-            config=recorded.identity(role_models, served),
-            tags=started.tags,
+        recorded.check_started(
+            RunStarted(
+                agent=started.agent,
+                input=recorded.input.recorded(),
+                config=recorded.identity(role_models, served),
+                tags=started.tags,
+            )
         )
-        recorded.check_started(RunStarted.model_validate(plain.recorded[0].payload))
         checker = CheckingRecorder(
-            scratch,
-            scratch.load(plain.run_id),
+            scratch,  # never written: a replay's recorder commits nothing
+            _detached_run(run_id),
             recorded_run_id=run_id,
             expected=recorded.events,
             prefix_end=len(recorded.events),
@@ -293,6 +302,33 @@ def replay_run(
     except ReplayDivergenceError as error:
         return _diverged(recorded, error, raise_on_divergence)
     return ReplayResult(run_id, True, checker.compared, recorded.finished)
+
+
+def _detached_run(run_id: str) -> Run:
+    """A run aggregate at position 1 that no store holds (the replay's own copy)."""
+    return Run.start(
+        run_id,
+        kind="RunStarted",
+        schema_version=RunStarted.class_version,
+        event_id="replay",
+        recorded_at="",
+        prev=GENESIS,
+        hash=GENESIS,
+        payload={},
+        payload_jcs=b"{}",
+    )
+
+
+def _replacements(recorded: Recorded, models: Mapping[str, ChatModel]) -> dict[str, ChatModel]:
+    """``models`` by recorded role (``"default"`` for every role it does not name)."""
+    roles = list(recorded.started.config.models)
+    unknown = sorted(set(models) - {*roles, "default"})
+    if unknown:
+        msg = f"models names roles the run does not have: {unknown}; recorded roles: {roles}"
+        raise ReplayUsageError(msg)
+    default = models.get("default")
+    chosen = {role: models.get(role, default) for role in roles}
+    return {role: model for role, model in chosen.items() if model is not None}
 
 
 def _diverged(recorded: Recorded, error: ReplayDivergenceError, raising: bool) -> ReplayResult:
