@@ -9,6 +9,7 @@ from typing import Any
 
 from agentledger.cli._common import open_ledger, resolve_run
 from agentledger.cli._format import runs_table, timeline
+from agentledger.cli._projection_commands import runs_from_read_model
 from agentledger.ledger import Ledger, blob_refs_in
 
 __all__ = ["register"]
@@ -21,6 +22,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--agent")
     p.add_argument("--tag")
     p.add_argument("--since", help="RFC 3339 time or date, e.g. 2026-01-31")
+    p.add_argument("--model", help="runs configured with or calling this model (read model)")
+    p.add_argument(
+        "--prompt", metavar="NAME[=VERSION]", help="runs using this prompt version (read model)"
+    )
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_runs)
@@ -53,7 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """List runs."""
+    """List runs (from the SQL read model when filtering by model or prompt)."""
+    if args.model or args.prompt:
+        return runs_from_read_model(args)
     with open_ledger(args) as ledger:
         runs = ledger.runs(
             status=args.status, agent=args.agent, tag=args.tag, since=args.since, limit=args.limit

@@ -6,7 +6,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentledger.cli import _demo, _ledger_commands, _run_command
+from agentledger.cli import (
+    _demo,
+    _diff_command,
+    _ledger_commands,
+    _projection_commands,
+    _replay_commands,
+    _run_command,
+    _state_command,
+)
 from agentledger.cli._common import CliError
 from agentledger.ledger import LedgerError
 
@@ -16,7 +24,11 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 COMMAND_MODULES: tuple[Registrar, ...] = (
     _ledger_commands.register,
     _demo.register,
+    _replay_commands.register,
     _run_command.register,
+    _state_command.register,
+    _projection_commands.register,
+    _diff_command.register,
 )
 
 

@@ -211,7 +211,10 @@ def loads(data: str | bytes) -> Any:
     ints are refused on the way in; RFC 8785 prints 1e16 as 10000000000000000), so it is read
     back as that float.
     """
-    return json.loads(data, parse_int=_parse_int)
+    return _DECODER.decode(data.decode() if isinstance(data, bytes) else data)
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
 
 
 def as_recorded(value: Any) -> Any:

@@ -45,6 +45,7 @@ from agentledger.ledger.errors import (
     StorageError,
     UnknownBlobError,
     UnknownRunError,
+    UsageError,
 )
 from agentledger.ledger.events import ConfigIdentity, LedgerEvent, RunAnnotated, RunStarted
 
@@ -238,6 +239,34 @@ class Ledger:
     def run_ids(self) -> list[str]:
         """Every run id with events, read from the events themselves."""
         return self._store.recorder.all_run_ids()
+
+    def notifications(
+        self, after: int = 0, limit: int = 100, *, stop: int | None = None
+    ) -> list[tuple[int, RecordedEvent]]:
+        """Events of every run in commit order, after notification id `after` (projections).
+
+        Returns up to `limit` pairs of (notification id, event), ids ascending and at most
+        `stop` when given. Ids grow with each commit; on PostgreSQL a rolled-back write can
+        leave an id unused, so consecutive ids may differ by more than one.
+        """
+        if limit < 1:
+            raise UsageError(f"notifications: limit must be at least 1, got {limit}")
+        found = self._store.recorder.select_notifications(
+            after, limit, stop=stop, inclusive_of_start=False
+        )
+        run_ids: dict[Any, str] = {}
+        out = []
+        for n in found:
+            run_id = run_ids.get(n.originator_id)
+            if run_id is None:
+                run_id = run_ids[n.originator_id] = str(UUID(str(n.originator_id)))
+            record = RecordedEvent.from_state(run_id, n.originator_version, n.topic, n.state)
+            out.append((n.id, record))
+        return out
+
+    def max_notification_id(self) -> int:
+        """The id of the last event committed to any run (0 when the ledger is empty)."""
+        return int(self._store.recorder.max_notification_id() or 0)
 
     def blob(self, ref: str) -> Any:
         """The JSON value stored under `ref`."""

@@ -2,7 +2,11 @@
 
 World state is the left fold of a run's deltas, each an RFC 7386 JSON Merge Patch
 (`apply_patch`, `fold_patches`); run diffs use `diff_patch`, and `compose_patches` squashes
-consecutive deltas. Must not record events or import agents, tools, replay or the CLI.
+consecutive deltas. `world_state` and `state_history` give a run's state after any position
+(time travel), optionally from checksummed snapshots (`SnapshotStore`, `take_snapshots`) kept
+as a cache in the ledger's database. `ReadModelProjector` keeps SQL read models (runs, model
+and tool calls, guardrail trips) up to date from the ledger's notification log, exactly once.
+Must not record events or import agents, tools, replay or the CLI.
 """
 
 from agentledger.projections._json import JSONValue
@@ -12,19 +16,50 @@ from agentledger.projections._merge import (
     diff_patch,
     fold_patches,
 )
+from agentledger.projections._readmodel import DEFAULT_BATCH, ProjectionStatus, ReadModelProjector
+from agentledger.projections._rm_query import RunRow, StatsRow
+from agentledger.projections._snapshots import (
+    DEFAULT_EVERY,
+    Snapshot,
+    SnapshotStore,
+    take_snapshots,
+)
+from agentledger.projections._world import WorldState, state_history, world_state
 from agentledger.projections.errors import (
+    InvalidDeltaError,
     PatchCompositionError,
+    PositionOutOfRangeError,
     ProjectionError,
+    ReadModelOptionError,
+    SnapshotIntervalError,
+    SnapshotStoreError,
     UnrepresentableDiffError,
 )
 
 __all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_EVERY",
+    "InvalidDeltaError",
     "JSONValue",
     "PatchCompositionError",
+    "PositionOutOfRangeError",
     "ProjectionError",
+    "ProjectionStatus",
+    "ReadModelOptionError",
+    "ReadModelProjector",
+    "RunRow",
+    "Snapshot",
+    "SnapshotIntervalError",
+    "SnapshotStore",
+    "SnapshotStoreError",
+    "StatsRow",
     "UnrepresentableDiffError",
+    "WorldState",
     "apply_patch",
     "compose_patches",
     "diff_patch",
     "fold_patches",
+    "state_history",
+    "take_snapshots",
+    "world_state",
 ]

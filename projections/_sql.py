@@ -31,15 +31,14 @@ def engine_for(ledger: Ledger) -> Engine:
     if engine is None:
         engine = _create(ledger)
         _ENGINES[ledger] = engine
+        weakref.finalize(ledger, engine.dispose)
     return engine
 
 
 def _create(ledger: Ledger) -> Engine:
     url, schema = ledger.sqlalchemy_url()
     if url == "sqlite://":
-        return create_engine(
-            url, poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
+        return create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_pragmas)

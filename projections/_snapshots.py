@@ -1,0 +1,326 @@
+"""World-state snapshots: a checksummed cache in the ledger's own database, never the truth.
+
+Owns the ``agentledger_snapshots`` table (run_id, position, deltas, state, checksum, created;
+created on first use through SQLAlchemy on `engine_for(ledger)`), the `SnapshotStore` over it,
+`take_snapshots`, and `fold_run`, the fold that starts from the newest valid snapshot and folds
+only the tail of events after it.
+
+How snapshots work:
+
+- A snapshot holds the world state after `position` and the number of DeltaApplied events up
+  to it (`deltas`). Snapshots are due after every ``every``-th delta of a run (the 1000th,
+  2000th, ...), so their positions depend only on the run, never on who asked for what.
+- The state is stored as RFC 8785 canonical JSON with ``checksum = sha256(state)``. A row whose
+  checksum fails, or that cannot be read, is skipped with a ``snapshot.ignored`` warning naming
+  the run and position; the fold then uses an older valid snapshot, or the events from the start.
+- Writing is lazy: a fold with a store and an interval writes each snapshot that falls due in
+  the tail it folds (replacing a corrupt one), so the first read of a long run pays one full
+  fold and later reads fold at most ``every - 1`` deltas. `take_snapshots` writes them eagerly.
+- Snapshots are a cache: `SnapshotStore.clear` (or dropping the table) changes no result, only
+  speed. Events are immutable and positions only grow, so a snapshot never goes stale.
+- A database error while reading or lazily writing snapshots is logged and the fold carries on
+  from the events; the explicit store methods raise `SnapshotStoreError` instead.
+
+Logging follows the ledger's rule that a library stays silent by default: warnings go to the
+ledger's `EventLogger` when it has one (the CLI's ``-v``), else to ``structlog.get_logger``
+only when the application has configured structlog. Must not write events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+from uuid import UUID
+
+import structlog
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from agentledger.ledger import Ledger, canonical_json
+from agentledger.projections._deltas import RunSpan, delta_patches, run_span
+from agentledger.projections._json import JSONValue
+from agentledger.projections._merge import fold_patches
+from agentledger.projections._sql import engine_for
+from agentledger.projections.errors import SnapshotIntervalError, SnapshotStoreError
+
+__all__ = [
+    "DEFAULT_EVERY",
+    "SNAPSHOTS_TABLE",
+    "Snapshot",
+    "SnapshotStore",
+    "check_every",
+    "checksum_of",
+    "fold_run",
+    "take_snapshots",
+]
+
+SNAPSHOTS_TABLE = "agentledger_snapshots"
+DEFAULT_EVERY = 1000
+"""Deltas between snapshots: a read folds at most this many minus one."""
+
+_MAX_EXACT_INT = 2**53 - 1
+
+_metadata = MetaData()
+_table = Table(
+    SNAPSHOTS_TABLE,
+    _metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("deltas", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("checksum", String(64), nullable=False),
+    Column("created", DateTime(timezone=True), server_default=func.current_timestamp()),
+)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The world state of run `run_id` after `position`, which `deltas` DeltaApplied built."""
+
+    run_id: str
+    position: int
+    deltas: int
+    state: dict[str, JSONValue]
+
+
+def checksum_of(state_json: bytes) -> str:
+    """The checksum stored with a snapshot: SHA-256 (hex) of its canonical state JSON."""
+    return hashlib.sha256(state_json).hexdigest()
+
+
+class SnapshotStore:
+    """The snapshots of a ledger's runs, in the ledger's database (table created on first use)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._engine: Engine = engine_for(ledger)
+        self._ready = False
+
+    def save(self, run_id: str, position: int, deltas: int, state: dict[str, JSONValue]) -> None:
+        """Store (or replace) the snapshot of `run_id` after `position`."""
+        text = canonical_json(state)
+        row = {
+            "run_id": _canonical_id(run_id),
+            "position": position,
+            "deltas": deltas,
+            "state": text.decode("utf-8"),
+            "checksum": checksum_of(text),
+        }
+        insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+        statement = insert(_table).values(**row)
+        statement = statement.on_conflict_do_update(
+            index_elements=["run_id", "position"],
+            set_={key: statement.excluded[key] for key in ("deltas", "state", "checksum")},
+        )
+        self._write(lambda connection: connection.execute(statement))
+
+    def latest(self, run_id: str, at: int | None = None) -> Snapshot | None:
+        """The newest valid snapshot of `run_id` at or before `at` (any position if None).
+
+        Rows that fail their checksum or cannot be read are skipped, each with a
+        ``snapshot.ignored`` warning; None when no valid snapshot is left.
+        """
+        rid = _canonical_id(run_id)
+        bound = at
+        while True:
+            row = self._newest_row(rid, bound)
+            if row is None:
+                return None
+            snapshot, problem = _parse(rid, row)
+            if snapshot is not None:
+                return snapshot
+            _warn(self._ledger, "snapshot.ignored", run_id=rid, position=row[0], reason=problem)
+            bound = int(row[0]) - 1
+
+    def positions(self, run_id: str) -> list[int]:
+        """The positions of `run_id` that have a snapshot row (valid or not), ascending."""
+        query = (
+            select(_table.c.position)
+            .where(_table.c.run_id == _canonical_id(run_id))
+            .order_by(_table.c.position)
+        )
+        return [int(p) for p in self._read(lambda c: c.execute(query).scalars().all())]
+
+    def delete_run(self, run_id: str) -> int:
+        """Delete every snapshot of `run_id`; returns how many rows went."""
+        statement = delete(_table).where(_table.c.run_id == _canonical_id(run_id))
+        return int(self._write(lambda c: c.execute(statement).rowcount))
+
+    def clear(self) -> int:
+        """Delete every snapshot of every run; returns how many rows went."""
+        return int(self._write(lambda c: c.execute(delete(_table)).rowcount))
+
+    def _newest_row(self, run_id: str, bound: int | None) -> tuple[Any, ...] | None:
+        query = select(_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
+        query = query.where(_table.c.run_id == run_id)
+        if bound is not None:
+            query = query.where(_table.c.position <= bound)
+        query = query.order_by(_table.c.position.desc()).limit(1)
+        row = self._read(lambda c: c.execute(query).first())
+        return None if row is None else tuple(row)
+
+    def _read(self, work: Callable[[Any], Any]) -> Any:
+        self._ensure()
+        try:
+            with self._engine.connect() as connection:
+                return work(connection)
+        except SQLAlchemyError as e:
+            raise SnapshotStoreError(self._ledger.url, str(e)) from e
+
+    def _write(self, work: Callable[[Any], Any]) -> Any:
+        self._ensure()
+        try:
+            with self._engine.begin() as connection:
+                return work(connection)
+        except SQLAlchemyError as e:
+            raise SnapshotStoreError(self._ledger.url, str(e)) from e
+
+    def _ensure(self) -> None:
+        if self._ready:
+            return
+        try:
+            _metadata.create_all(self._engine, checkfirst=True)
+        except SQLAlchemyError as e:
+            # Another process may have created the table between the check and the CREATE.
+            if not inspect(self._engine).has_table(SNAPSHOTS_TABLE):
+                raise SnapshotStoreError(self._ledger.url, str(e)) from e
+        self._ready = True
+
+
+def _parse(run_id: str, row: tuple[Any, ...]) -> tuple[Snapshot | None, str]:
+    """The snapshot in `row`, or None and why it cannot be trusted."""
+    position, deltas, state_text, checksum = row
+    try:
+        data = state_text.encode("utf-8")
+        if checksum_of(data) != checksum:
+            return None, "checksum mismatch"
+        state = json.loads(data, parse_int=_parse_int)
+    except (AttributeError, TypeError, ValueError) as e:
+        return None, f"unreadable row: {e}"
+    if not isinstance(state, dict) or not isinstance(deltas, int) or deltas < 0:
+        return None, "unreadable row: the state is not an object or the delta count is invalid"
+    return Snapshot(run_id, int(position), deltas, state), ""
+
+
+def _parse_int(text: str) -> int | float:
+    # Read integers back as the ledger reads event payloads: beyond 2^53 they were floats.
+    value = int(text)
+    return value if -_MAX_EXACT_INT <= value <= _MAX_EXACT_INT else float(value)
+
+
+def _canonical_id(run_id: str) -> str:
+    try:
+        return str(UUID(str(run_id)))
+    except ValueError:
+        return str(run_id)
+
+
+def check_every(every: int) -> int:
+    """`every` itself, once checked to be a positive whole number of deltas."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise SnapshotIntervalError(every)
+    return every
+
+
+def fold_run(
+    ledger: Ledger, span: RunSpan, *, store: SnapshotStore | None, every: int | None
+) -> dict[str, JSONValue]:
+    """The world state after `span.at`, from the newest valid snapshot when `store` is given.
+
+    With `store` and `every`, snapshots that fall due in the folded tail are written as it
+    goes. Snapshot read or write failures are logged and never change the result.
+    """
+    if store is None:
+        return _fold_tail(ledger, span, None, 0, None)
+    start = _safe_latest(ledger, store, span)
+    if not every:
+        return _fold_tail(ledger, span, start, 0, None)
+
+    def save(position: int, count: int, state: dict[str, JSONValue]) -> bool:
+        try:
+            store.save(span.run_id, position, count, state)
+        except SnapshotStoreError as e:
+            _warn(
+                ledger, "snapshot.not_saved", run_id=span.run_id, position=position, reason=str(e)
+            )
+            return False
+        return True
+
+    return _fold_tail(ledger, span, start, every, save)
+
+
+def take_snapshots(ledger: Ledger, run_id: str, every: int = DEFAULT_EVERY) -> int:
+    """Write the snapshots due in `run_id` (one after every `every`-th delta) that are missing.
+
+    Folds from the newest valid snapshot, so calling it again after the run grew only folds the
+    new events (and a corrupt snapshot is rewritten). Returns how many snapshots it wrote.
+    Database errors raise `SnapshotStoreError`.
+    """
+    check_every(every)
+    span = run_span(ledger, run_id, None)
+    store = SnapshotStore(ledger)
+    written: list[int] = []
+
+    def save(position: int, count: int, state: dict[str, JSONValue]) -> bool:
+        store.save(span.run_id, position, count, state)
+        written.append(position)
+        return True
+
+    _fold_tail(ledger, span, store.latest(span.run_id, span.at), every, save)
+    return len(written)
+
+
+_Saver = Callable[[int, int, dict[str, JSONValue]], bool]
+"""Saves the state after (position, delta count); False means stop saving for this fold."""
+
+
+def _safe_latest(ledger: Ledger, store: SnapshotStore, span: RunSpan) -> Snapshot | None:
+    try:
+        return store.latest(span.run_id, span.at)
+    except SnapshotStoreError as e:
+        _warn(ledger, "snapshot.unavailable", run_id=span.run_id, position=span.at, reason=str(e))
+        return None
+
+
+def _fold_tail(
+    ledger: Ledger, span: RunSpan, start: Snapshot | None, every: int, save: _Saver | None
+) -> dict[str, JSONValue]:
+    """Fold the deltas after `start` (or all) up to `span.at`, saving every `every`-th state."""
+    state: JSONValue = start.state if start is not None else {}
+    count = start.deltas if start is not None else 0
+    after = start.position if start is not None else 0
+    chunk: list[JSONValue] = []
+    for position, patch in delta_patches(ledger, span.run_id, after=after, upto=span.at):
+        chunk.append(patch)
+        count += 1
+        if save is not None and count % every == 0:
+            state = fold_patches(chunk, state)
+            chunk = []
+            if not save(position, count, cast("dict[str, JSONValue]", state)):
+                save = None
+    return cast("dict[str, JSONValue]", fold_patches(chunk, state))
+
+
+def _warn(ledger: Ledger, event: str, **fields: Any) -> None:
+    """Log a warning without ever printing from an unconfigured library (see the docstring)."""
+    if ledger.log is not None:
+        ledger.log.warning(event, **fields)
+    elif structlog.is_configured():
+        structlog.get_logger(__name__).warning(event, **fields)
