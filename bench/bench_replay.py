@@ -208,8 +208,9 @@ def run(quick: bool = False) -> list[dict[str, object]]:
             "target": TARGET_RATIO,
             "unit": "ms",
             "higher_is_better": False,
-            "note": "baseline: ledger.events + every blob the run refers to (transitively, "
-            "conversation chains included); SQLite file in a temp dir; corpus: half demo "
+            "note": "baseline: ledger.events, each event decoded into its catalogue class, + "
+            "every blob the run refers to (transitively, conversation chains included); "
+            "SQLite file in a temp dir; corpus: half demo "
             "pipeline, an eighth each reasoning/coordinator/tools/router",
         },
         {
