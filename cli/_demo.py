@@ -62,7 +62,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"  {problem}")
         short = result.run_id[:8]
-        print(f"\nNext: agentledger show {short}   agentledger verify   agentledger runs")
+        print(
+            f"\nNext: agentledger show {short}   agentledger replay {short}   "
+            f"agentledger rerun {short}   agentledger verify"
+        )
         return 0 if report.ok else 1
 
 
