@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from agentledger.agents import AgentError, default_library
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.cli._common import CliError, open_ledger, resolve_run
-from agentledger.cli._run_command import parse_model_specs
+from agentledger.cli._run_command import parse_model_specs, parse_prompt_versions
 from agentledger.ledger import Ledger, RunQuery
 from agentledger.replay import (
+    ContinueResult,
     Overrides,
     ReplayDivergenceError,
     ReplayError,
@@ -225,12 +227,7 @@ def _uses_prompt(ledger: Ledger, run_id: str, name: str, version: str) -> bool:
 
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Rerun one run or a tagged selection; print each new run id."""
-    versions: dict[str, str] = {}
-    for value in args.prompt:
-        name, sep, version = value.partition("=")
-        if not sep or not name or not version:
-            raise CliError(f"--prompt {value!r}: expected NAME=VERSION, e.g. planner=v2")
-        versions[name] = version
+    versions = parse_prompt_versions(args.prompt)
     base, models = _models(args)
     overrides = Overrides(
         prompt_versions=versions,
@@ -271,31 +268,40 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return 1 if stopped else 0
 
 
-def cmd_resume(args: argparse.Namespace) -> int:
-    """Resume a run; print its id and status."""
+def _carry_on(
+    args: argparse.Namespace,
+    action: Callable[[Ledger, str, dict[str, ChatModel] | None, PromptLibrary], ContinueResult],
+    describe: Callable[[str, ContinueResult], str],
+) -> int:
+    """Run a resume or fork, print the run id it completed and a summary; exit 1 if it failed."""
     _, models = _models(args)
+    library = _library(args)
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run)
         try:
-            result = resume_run(
-                ledger,
-                run_id,
-                models=models or None,
-                prompts=_library(args),
-                allow_effects=args.allow_effects,
-            )
+            result = action(ledger, run_id, models or None, library)
         except ReplayDivergenceError as error:
             print(f"agentledger: {error}", file=sys.stderr)
             return 1
         except (ReplayError, AgentError) as error:
             raise CliError(f"{type(error).__name__}: {error}") from None
     print(result.run_id)
-    print(
-        f"  resumed after {result.replayed_events} recorded events: {result.status}, "
-        f"{result.new_events} new events",
-        file=sys.stderr,
-    )
+    print(f"  {describe(run_id, result)}", file=sys.stderr)
     return 0 if result.status == "completed" else 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Resume a run; print its id and status."""
+    return _carry_on(
+        args,
+        lambda ledger, run_id, models, library: resume_run(
+            ledger, run_id, models=models, prompts=library, allow_effects=args.allow_effects
+        ),
+        lambda _run_id, result: (
+            f"resumed after {result.replayed_events} recorded events: {result.status}, "
+            f"{result.new_events} new events"
+        ),
+    )
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -308,27 +314,18 @@ def cmd_fork(args: argparse.Namespace) -> int:
             raise CliError(f"--patch: not JSON: {error}") from None
         if not isinstance(patch, dict):
             raise CliError("--patch: a JSON Merge Patch object, e.g. '{\"budget\": 20}'")
-    _, models = _models(args)
-    with open_ledger(args) as ledger:
-        run_id = resolve_run(ledger, args.run)
-        try:
-            result = fork_run(
-                ledger,
-                run_id,
-                args.at,
-                patch=patch,
-                models=models or None,
-                prompts=_library(args),
-                allow_effects=args.allow_effects,
-            )
-        except ReplayDivergenceError as error:
-            print(f"agentledger: {error}", file=sys.stderr)
-            return 1
-        except (ReplayError, AgentError) as error:
-            raise CliError(f"{type(error).__name__}: {error}") from None
-    print(result.run_id)
-    print(
-        f"  fork of {run_id} at {args.at}: {result.status}, {result.new_events} new events",
-        file=sys.stderr,
+    return _carry_on(
+        args,
+        lambda ledger, run_id, models, library: fork_run(
+            ledger,
+            run_id,
+            args.at,
+            patch=patch,
+            models=models,
+            prompts=library,
+            allow_effects=args.allow_effects,
+        ),
+        lambda run_id, result: (
+            f"fork of {run_id} at {args.at}: {result.status}, {result.new_events} new events"
+        ),
     )
-    return 0 if result.status == "completed" else 1

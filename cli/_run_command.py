@@ -26,7 +26,7 @@ from agentledger.agents import (
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.cli._common import CliError, open_ledger
 
-__all__ = ["cmd_run", "parse_model_specs", "register"]
+__all__ = ["cmd_run", "parse_model_specs", "parse_prompt_versions", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,13 +71,19 @@ def parse_model_specs(values: list[str]) -> tuple[str | None, dict[str, str]]:
     return default, roles
 
 
-def _config(args: argparse.Namespace) -> AgentConfig:
+def parse_prompt_versions(values: list[str]) -> dict[str, str]:
+    """``--prompt NAME=VERSION`` values as a mapping (NAME: a role or a prompt name)."""
     versions: dict[str, str] = {}
-    for value in args.prompt:
-        role, sep, version = value.partition("=")
-        if not sep or not role or not version:
-            raise CliError(f"--prompt {value!r}: expected ROLE=VERSION, e.g. planner=v2")
-        versions[role] = version
+    for value in values:
+        name, sep, version = value.partition("=")
+        if not sep or not name or not version:
+            raise CliError(f"--prompt {value!r}: expected NAME=VERSION, e.g. planner=v2")
+        versions[name] = version
+    return versions
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    versions = parse_prompt_versions(args.prompt)
     limits = GuardrailLimits()
     if args.max_steps is not None:
         limits = limits.model_copy(update={"max_steps": args.max_steps})
