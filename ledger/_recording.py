@@ -435,7 +435,7 @@ class RunRecorder:
         self.flush()
         event = _build(
             RunCompleted,
-            event_count=self._run.position + 1,
+            event_count=self.position + 1,
             head_hash=self._run.head_hash,
             outcome=outcome,
         )
@@ -453,7 +453,7 @@ class RunRecorder:
         self.record(
             _build(
                 RunFailed,
-                event_count=self._run.position + 1,
+                event_count=self.position + 1,
                 head_hash=self._run.head_hash,
                 error=info,
             )

@@ -16,12 +16,11 @@ applies it at the same place). Must not call models or tools.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from agentledger.ledger import LedgerError, RecordedEvent, RunRecorder
-from agentledger.ledger.events import ErrorInfo, LedgerEvent, RunCompleted, RunFailed
+from agentledger.ledger import RecordedEvent, RunRecorder
+from agentledger.ledger.events import ErrorInfo, LedgerEvent
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay.errors import ReplayDivergenceError
 
@@ -120,30 +119,11 @@ class CheckingRecorder(RunRecorder):
         if self.divergence is not None:
             raise ReplayDivergenceError(self._recorded_run_id, self.divergence)
 
-    def complete(self, outcome: str = "answered") -> RecordedEvent:
-        """Record RunCompleted with the replayed event count."""
-        self.flush()
-        self.record(
-            RunCompleted(
-                event_count=self.position + 1, head_hash=self._run.head_hash, outcome=outcome
-            )
-        )
-        return self.recorded[-1]
-
     def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
-        """Record RunFailed with the replayed event count (nothing after a divergence)."""
+        """Record RunFailed (nothing after a divergence, or when the record simply ended)."""
         if self.divergence is not None or isinstance(error, ReplayStopped):
             return self.recorded[-1]
-        try:
-            self.flush()
-        except LedgerError:
-            self._pending.clear()
-            self._blobs.clear()
-        info = error if isinstance(error, ErrorInfo) else _error_info(error)
-        self.record(
-            RunFailed(event_count=self.position + 1, head_hash=self._run.head_hash, error=info)
-        )
-        return self.recorded[-1]
+        return super().fail(error)
 
     def __exit__(
         self,
@@ -167,8 +147,3 @@ class CheckingRecorder(RunRecorder):
         self.divergence = found
         self._pending.clear()
         raise ReplayDivergenceError(self._recorded_run_id, found)
-
-
-def _error_info(error: BaseException) -> ErrorInfo:
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=5))
-    return ErrorInfo(type=type(error).__name__, message=str(error), traceback=text[-4000:])
