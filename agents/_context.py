@@ -15,7 +15,6 @@ only module of the agents layer allowed to import ``random``.
 
 from __future__ import annotations
 
-import copy
 import random  # noqa: TID251 - the run's random port: seeded from, and recorded in, the config
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -125,7 +124,8 @@ class RunContext:
     @property
     def world(self) -> dict[str, Any]:
         """A copy of the world state: the fold of every delta recorded so far."""
-        return copy.deepcopy(self._world)
+        copied: dict[str, Any] = _copy_json(self._world)
+        return copied
 
     @property
     def evidence(self) -> tuple[str, ...]:
@@ -501,3 +501,13 @@ def _failed(spec: ToolSpec | None, name: str, code: str, message: str) -> ToolRe
         error=ToolErrorInfo(code=code, message=message),
         latency_ms=0.0,
     )
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars); several times faster than deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    return value

@@ -9,14 +9,26 @@ DELETE). Must not know events' meaning beyond the envelope, nor agents.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
-from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteCursor,
+    SQLiteDatastore,
+)
 from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
@@ -24,6 +36,7 @@ from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQue
 __all__ = [
     "EVENTS_TABLE",
     "LedgerRecorder",
+    "LedgerSQLiteConnection",
     "MemoryRecorder",
     "PostgresRecorder",
     "SQLiteRecorder",
@@ -169,6 +182,14 @@ def _run_update_params(update: RunIndexUpdate) -> tuple[Any, ...]:
     )
 
 
+class LedgerSQLiteConnection(SQLiteConnection):
+    """eventsourcing's pooled SQLite connection, with its sqlite3 connection reachable."""
+
+    def __init__(self, sqlite_conn: sqlite3.Connection, max_age: float | None) -> None:
+        super().__init__(sqlite_conn=sqlite_conn, max_age=max_age)
+        self.raw = sqlite_conn
+
+
 class SQLiteRecorder(SQLiteApplicationRecorder):
     """eventsourcing's SQLite application recorder plus blobs and the runs index."""
 
@@ -203,9 +224,40 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 )
         return statements
 
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Write events, blobs and the runs index in one transaction on the writer connection.
+
+        eventsourcing's own path wraps each write in a new cursor and three context managers;
+        this issues BEGIN, the statements and COMMIT directly on the pooled writer connection
+        (the pool still serialises writers) and maps sqlite3's errors to eventsourcing's as it
+        does. It saves about 30 us a transaction (bench/bench_ledger.py, one commit per event).
+        """
+        with self.datastore.get_connection(commit=True) as connection:
+            if not isinstance(connection, LedgerSQLiteConnection):
+                return super().insert_events(stored_events, **kwargs)
+            conn = connection.raw
+            try:
+                conn.execute("BEGIN")
+                try:
+                    self._insert_events(conn, stored_events, **kwargs)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError as e:
+                raise IntegrityError(e) from e
+            except sqlite3.OperationalError as e:
+                raise OperationalError(e) from e
+            except sqlite3.Error as e:
+                raise PersistenceError(e) from e
+        return None
+
     def _insert_events(
         self,
-        c: SQLiteCursor,
+        c: SQLiteCursor | sqlite3.Connection,
         stored_events: Sequence[StoredEvent],
         *,
         blobs: Sequence[BlobRow] = (),

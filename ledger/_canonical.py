@@ -22,6 +22,7 @@ from agentledger.ledger.errors import InvalidPayloadError
 __all__ = [
     "MAX_SAFE_INTEGER",
     "canonical_json",
+    "canonical_json_trusted",
     "check_json_native",
     "loads",
     "sha256_hex",
@@ -165,6 +166,79 @@ def canonical_json_unchecked(value: Any, flags: int) -> bytes:
     except UnicodeEncodeError:
         _raise_for_surrogate(value, "")
         raise
+
+
+_INTEGRAL_FLOAT = re.compile(r"\.0(?=[,\]}]|$)")
+_EXPONENT = re.compile(r"e[-+]\d")
+"""Where `json.dumps` output may hold a float RFC 8785 writes differently: a token ending in
+``.0``, or one with an exponent. Both start with a literal, so the search is fast; a string may
+match too, which only costs `_fix_floats`."""
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?(?:e[-+]?\d+)?')
+
+
+def _fix_float_token(match: re.Match[str]) -> str:
+    text = match.group()
+    if text[0] == '"':
+        return text
+    if "e" in text or text == "-0.0":
+        return rfc8785.dumps(float(text)).decode("ascii")
+    if text.endswith(".0"):
+        return text[:-2]
+    return text
+
+
+def _fix_floats(text: str) -> str:
+    """Rewrite the float tokens of compact `json.dumps` output that RFC 8785 writes differently.
+
+    Goes token by token (strings are matched whole and kept), so it is only for the rare float
+    beyond 2^53 or below 1e-4; every float token is an exact `repr`, so ``float(token)`` is the
+    original and `rfc8785` formats it.
+    """
+    return _TOKEN.sub(_fix_float_token, text)
+
+
+def _integral_floats_to_ints(value: Any) -> bool:
+    """Replace, in place, floats with integral values up to 2^53 by ints; True if any changed."""
+    changed = False
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        pairs = item.items() if type(item) is dict else enumerate(item)
+        for key, child in pairs:
+            kind = type(child)
+            if kind is float:
+                if child.is_integer() and -MAX_SAFE_INTEGER <= child <= MAX_SAFE_INTEGER:
+                    item[key] = int(child)
+                    changed = True
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return changed
+
+
+def canonical_json_trusted(payload: dict[str, Any]) -> bytes:
+    """Canonical bytes of a payload freshly dumped from a validated catalogue event.
+
+    Its containers are already JSON (pydantic dumped them, and free-form values were checked by
+    `check_json_native` when the event was built) and its typed integers are bounded by the
+    schema, so the full scan is skipped. Integral floats in `payload` become ints in place, as a
+    read back gives them. What typed fields can still hold is caught: NaN, Infinity or an
+    unencodable object make `json.dumps` fail and a lone surrogate makes UTF-8 encoding fail;
+    each takes `canonical_json`, which names the offending path.
+    """
+    try:
+        text = _FAST_ENCODER.encode(payload)
+    except (TypeError, ValueError, RecursionError):
+        return canonical_json(payload)
+    if _INTEGRAL_FLOAT.search(text) is not None and _integral_floats_to_ints(payload):
+        text = _FAST_ENCODER.encode(payload)
+    if _INTEGRAL_FLOAT.search(text) is not None or _EXPONENT.search(text) is not None:
+        text = _fix_floats(text)  # a float beyond 2^53 or below 1e-4 (or a string that looks so)
+    if not text.isascii() and _NON_BMP.search(text) is not None:
+        return canonical_json(payload)  # a key outside the BMP sorts differently
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return canonical_json(payload)
 
 
 def _raise_for_surrogate(value: Any, path: str) -> None:

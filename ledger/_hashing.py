@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentledger.ledger._canonical import canonical_json, canonical_json_unchecked
+from agentledger.ledger._canonical import canonical_json
 
 __all__ = [
     "EVENT_DOMAIN",
@@ -90,8 +90,3 @@ def envelope_hash(envelope: dict[str, Any]) -> str:
 def blob_ref(content_jcs: bytes) -> str:
     """Return the content address of a blob from its canonical bytes."""
     return _BLOB_PREFIX + hashlib.sha256(content_jcs).hexdigest()
-
-
-def canonical_payload(payload: dict[str, Any], flags: int) -> bytes:
-    """Canonical bytes of a checked payload."""
-    return canonical_json_unchecked(payload, flags)

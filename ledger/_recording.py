@@ -188,16 +188,23 @@ class RunRecorder:
         """The ref of a conversation's head node, storing only messages not stored before."""
         if not messages:
             return self.put_blob({"message": None, "parent_ref": None})
-        shared = 0
-        limit = min(len(messages), len(self._chain_messages))
-        while shared < limit and messages[shared] == self._chain_messages[shared]:
-            shared += 1
+        chain = self._chain_messages
+        known = len(chain)
+        if len(messages) >= known and list(messages[:known]) == chain:
+            shared = known  # the usual case: the history grew (one C-level comparison)
+        else:
+            shared = 0
+            limit = min(len(messages), known)
+            while shared < limit and messages[shared] == chain[shared]:
+                shared += 1
         refs = self._chain_refs[:shared]
         parent = refs[-1] if refs else None
+        del chain[shared:]
         for message in messages[shared:]:
-            parent = self.put_blob({"message": dict(message), "parent_ref": parent})
+            copy = dict(message)  # a copy: the caller may mutate its list of messages later
+            parent = self.put_blob({"message": copy, "parent_ref": parent})
             refs.append(parent)
-        self._chain_messages = [dict(m) for m in messages]
+            chain.append(copy)
         self._chain_refs = refs
         assert parent is not None
         return parent

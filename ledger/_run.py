@@ -70,8 +70,11 @@ class Run(Aggregate):
 
     @property
     def run_id(self) -> str:
-        """The run id as text."""
-        return str(self.id)
+        """The run id as text (formatted once: every append asks for it)."""
+        text: str | None = self.__dict__.get("_run_id")
+        if text is None:
+            text = self.__dict__["_run_id"] = str(self.id)
+        return text
 
     @property
     def position(self) -> int:

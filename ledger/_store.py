@@ -20,6 +20,7 @@ from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteD
 
 from agentledger.ledger._backends import (
     LedgerRecorder,
+    LedgerSQLiteConnection,
     MemoryRecorder,
     PostgresRecorder,
     SQLiteRecorder,
@@ -83,7 +84,7 @@ class _CachingPool(SQLiteConnectionPool):
             timeout=self.lock_timeout or SQLITE_LOCK_TIMEOUT_S,
         )
         fresh.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=fresh, max_age=self.max_age)
+        return LedgerSQLiteConnection(sqlite_conn=fresh, max_age=self.max_age)
 
 
 class _Datastore(SQLiteDatastore):

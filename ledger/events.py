@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from agentledger.ledger._canonical import canonical_json, check_json_native
+from agentledger.ledger._canonical import MAX_SAFE_INTEGER, canonical_json, check_json_native
 
 __all__ = [
     "EVENT_TYPES",
@@ -65,6 +65,8 @@ JSONValue = Annotated[Any, BeforeValidator(_strict_json)]
 JSONObject = Annotated[dict[str, Any], BeforeValidator(_strict_json)]
 BlobRef = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 HashHex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+SafeInt = Annotated[int, Field(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+"""An integer JSON carries exactly (the hashing rules); larger numbers are recorded as strings."""
 
 
 class _Model(BaseModel):
@@ -82,7 +84,7 @@ class LedgerEvent(_Model):
     class_version: ClassVar[int] = 1
 
     actor: str | None = None
-    caused_by: int | None = None
+    caused_by: SafeInt | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -128,16 +130,16 @@ class ErrorInfo(_Model):
 class Usage(_Model):
     """Token usage of one model call."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+    input_tokens: SafeInt = 0
+    output_tokens: SafeInt = 0
+    total_tokens: SafeInt = 0
 
 
 class Attempt(_Model):
     """One attempt at a model call, as the retry loop saw it."""
 
-    number: int
-    status_code: int | None = None
+    number: SafeInt
+    status_code: SafeInt | None = None
     error_type: str | None = None
     error_message: str | None = None
     latency_ms: float = 0.0
@@ -148,7 +150,7 @@ class Redaction(_Model):
     """What the policy gate redacted: the kind of data and how many occurrences."""
 
     kind: str
-    count: int
+    count: SafeInt
 
 
 class ToolErrorInfo(_Model):
@@ -168,7 +170,7 @@ class RunStarted(LedgerEvent):
     config: ConfigIdentity = Field(default_factory=ConfigIdentity)
     tags: list[str] = Field(default_factory=list)
     parent_run_id: str | None = None
-    parent_position: int | None = None
+    parent_position: SafeInt | None = None
     relation: Literal["fork", "rerun", "resume"] | None = None
     overrides: JSONObject = Field(default_factory=dict)
 
@@ -224,7 +226,7 @@ class ModelCalled(LedgerEvent):
     params: JSONObject = Field(default_factory=dict)
     prompt: PromptRef | None = None
     messages_ref: BlobRef
-    message_count: int
+    message_count: SafeInt
     tools_ref: BlobRef | None = None
     response_ref: BlobRef | None = None
     finish_reason: str | None = None
@@ -313,7 +315,7 @@ class SynthesisProduced(LedgerEvent):
 class RunCompleted(LedgerEvent):
     """The run ended normally. `event_count` counts this event; `head_hash` is its prev."""
 
-    event_count: int
+    event_count: SafeInt
     head_hash: HashHex
     outcome: str = "answered"
 
@@ -321,7 +323,7 @@ class RunCompleted(LedgerEvent):
 class RunFailed(LedgerEvent):
     """The run ended with an error. Carries the count and head hash, like RunCompleted."""
 
-    event_count: int
+    event_count: SafeInt
     head_hash: HashHex
     error: ErrorInfo
 
@@ -332,7 +334,7 @@ class RunAnnotated(LedgerEvent):
     author: str
     note: str
     reason: str | None = None
-    about_position: int | None = None
+    about_position: SafeInt | None = None
     labels: list[str] = Field(default_factory=list)
 
 

@@ -164,6 +164,33 @@ def test_a_large_integral_float_is_refused_or_round_trips(ledger: Ledger, number
     assert report.ok, [str(p) for p in report.problems]
 
 
+TYPED_FIELD_VALUES = [
+    pytest.param({"usage": {"input_tokens": 2**53}}, "Usage event: input_tokens", id="usage-2^53"),
+    pytest.param(
+        {"usage": {"output_tokens": -(2**60)}}, "Usage event: output_tokens", id="usage-neg"
+    ),
+    pytest.param({"latency_ms": float("nan")}, "/latency_ms", id="latency-nan"),
+    pytest.param({"cost_usd": float("inf")}, "/cost_usd", id="cost-infinite"),
+    pytest.param({"finish_reason": "stop\ud800"}, "/finish_reason", id="finish-surrogate"),
+]
+
+
+@pytest.mark.parametrize(("fields", "where"), TYPED_FIELD_VALUES)
+def test_a_typed_field_outside_the_hashing_rules_is_refused(
+    memory: Ledger, fields: dict[str, Any], where: str
+) -> None:
+    """Typed fields follow the JSON rules too: the error names the field; nothing is written."""
+    run = started_run(memory)
+    before = snapshot(memory, run.run_id)
+    call: dict[str, Any] = {"provider": "scripted", "model": "m", "messages": [], **fields}
+    with pytest.raises((InvalidPayloadError, InvalidEventError)) as caught:
+        run.model_call(**call)
+    assert where in str(caught.value)
+    assert snapshot(memory, run.run_id) == before
+    run.answer("still recording")
+    assert memory.verify().ok
+
+
 def test_a_bad_payload_on_every_backend_alters_nothing(ledger: Ledger) -> None:
     """On memory, SQLite and PostgreSQL a refused value leaves the run exactly as it was."""
     run = started_run(ledger)

@@ -32,6 +32,8 @@ from agentledger.ledger import (
     parse_timestamp,
     verify_run,
 )
+from agentledger.ledger._canonical import canonical_json_trusted
+from agentledger.ledger.errors import InvalidPayloadError
 from agentledger.ledger.events import EVENT_TYPES
 
 MAX_SAFE = 2**53 - 1
@@ -122,6 +124,36 @@ def test_canonical_json_formats_boundary_floats_like_rfc8785(number: float) -> N
     assert canonical_json(number) == rfc8785.dumps(number)
     nested: Any = {"\U0001f600": [number, {"x": number}], "\uffff": number}
     assert canonical_json(nested) == rfc8785.dumps(nested)
+
+
+json_strings_hard = st.lists(
+    st.one_of(any_char, st.sampled_from(['"', "\\", ",", ":", "]", "}", ".0", "e+", "1"])),
+    max_size=12,
+).map("".join)
+"""Strings that look like JSON number tokens or delimiters, to trip the trusted path's scan."""
+
+
+@given(st.dictionaries(keys, st.one_of(json_values, json_strings_hard, floats), max_size=6))
+def test_trusted_canonical_json_equals_rfc8785(value: dict[str, Any]) -> None:
+    """The commit path's encoder (no pre-scan) gives the reference RFC 8785 bytes."""
+    assert canonical_json_trusted(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "words"),
+    [
+        ({"latency": float("nan")}, "/latency", "finite"),
+        ({"latency": float("inf")}, "/latency", "finite"),
+        ({"name": "a\ud800b"}, "/name", "surrogate"),
+        ({"x": {1, 2}}, "/x", "set"),
+    ],
+)
+def test_trusted_canonical_json_still_names_bad_scalars(value: Any, path: str, words: str) -> None:
+    """A typed field holding what JSON cannot hash exactly is refused with its path."""
+    with pytest.raises(InvalidPayloadError) as caught:
+        canonical_json_trusted(value)
+    assert caught.value.path == path
+    assert words in str(caught.value)
 
 
 # Generated runs -----------------------------------------------------------------------------
