@@ -25,6 +25,7 @@ from agentledger.ledger._run import Run
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
+    CorruptEventError,
     ImportRefusedError,
     InvalidEventError,
     InvalidPayloadError,
@@ -42,6 +43,7 @@ __all__ = [
     "INLINE_LIMIT",
     "Clock",
     "ConcurrencyError",
+    "CorruptEventError",
     "EventLogger",
     "IdSource",
     "ImportRefusedError",

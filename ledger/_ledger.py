@@ -17,12 +17,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from pydantic import ValidationError
 
-from agentledger.ledger._canonical import (
-    canonical_json,
-    canonical_json_unchecked,
-    check_json_native,
-    loads,
-)
+from agentledger.ledger._canonical import canonical_json, canonical_json_trusted, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
 from agentledger.ledger._mapper import state_bytes
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
@@ -40,6 +35,7 @@ from agentledger.ledger._store import DEFAULT_URL, Store, open_store
 from agentledger.ledger._verify import VerifyReport, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
+    CorruptEventError,
     InvalidEventError,
     RunClosedError,
     StorageError,
@@ -304,13 +300,31 @@ class Ledger:
         ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
         indexed = {info.run_id for info in self.runs()} if run_id is None else set()
         for rid in ids:
-            records = self.events(rid)
+            records, unreadable = self._records_for_verify(rid)
             info = self._store.recorder.get_run(rid)
-            report.merge(verify_run(rid, records, self.blob_bytes, info))
+            report.merge(verify_run(rid, records, self.blob_bytes, info, unreadable=unreadable))
         for rid in sorted(indexed - set(ids)):
             info = self.run(rid)
             report.merge(verify_run(rid, [], self.blob_bytes, info))
         return report
+
+    def _records_for_verify(self, run_id: str) -> tuple[list[RecordedEvent], dict[int, str]]:
+        """A run's events as stored, with a stand-in (and the reason) for each unreadable one."""
+        uuid = self._uuid(run_id)
+        records: list[RecordedEvent] = []
+        unreadable: dict[int, str] = {}
+        stored = self._store.recorder.select_events(uuid)
+        if not stored and self._store.recorder.get_run(str(uuid)) is None:
+            raise UnknownRunError(run_id)
+        for s in stored:
+            try:
+                records.append(
+                    RecordedEvent.from_state(run_id, s.originator_version, s.topic, s.state)
+                )
+            except CorruptEventError as e:
+                unreadable[s.originator_version] = e.detail
+                records.append(RecordedEvent.unreadable(run_id, s.originator_version, s.topic))
+        return records, unreadable
 
     def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write one run (events and every blob it refers to) to a JSONL file."""
@@ -367,7 +381,7 @@ class Ledger:
             kind = event.kind
             version = event.class_version
             payload = event.model_dump(mode="json", exclude_defaults=True)
-            payload_jcs = canonical_json_unchecked(payload, check_json_native(payload))
+            payload_jcs = canonical_json_trusted(payload)
             position += 1
             timestamp = self.clock.now()
             event_id = self.ids.new_id()

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from agentledger.ledger._canonical import loads
+from agentledger.ledger.errors import CorruptEventError
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
 __all__ = [
@@ -135,16 +136,31 @@ class RecordedEvent:
 
     @classmethod
     def from_state(cls, run_id: str, position: int, kind: str, state: bytes) -> RecordedEvent:
-        """Decode the stored state bytes written by the mapper."""
-        body = loads(state)
-        return cls(
-            run_id=run_id,
-            position=position,
-            kind=kind,
-            version=body["v"],
-            timestamp=body["ts"],
-            event_id=body["id"],
-            prev=body["prev"],
-            hash=body["hash"],
-            payload=body["payload"],
-        )
+        """Decode the stored state bytes written by the mapper.
+
+        Raises `CorruptEventError` (naming run and position) when they are not an envelope.
+        """
+        try:
+            body = loads(state)
+            record = cls(
+                run_id=run_id,
+                position=position,
+                kind=kind,
+                version=body["v"],
+                timestamp=body["ts"],
+                event_id=body["id"],
+                prev=body["prev"],
+                hash=body["hash"],
+                payload=body["payload"],
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            detail = f"{type(e).__name__}: {e}"
+            raise CorruptEventError(run_id, position, detail) from None
+        if not isinstance(record.payload, dict) or not isinstance(record.hash, str):
+            raise CorruptEventError(run_id, position, "the envelope's fields have wrong types")
+        return record
+
+    @classmethod
+    def unreadable(cls, run_id: str, position: int, kind: str) -> RecordedEvent:
+        """A stand-in for a stored event that cannot be decoded (verify reports it)."""
+        return cls(run_id, position, kind, 0, "", "", "", "", {})

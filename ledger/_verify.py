@@ -98,32 +98,75 @@ def verify_run(
     records: Sequence[RecordedEvent],
     blobs: BlobLookup,
     info: RunInfo | None = None,
+    *,
+    unreadable: Mapping[int, str] | None = None,
 ) -> VerifyReport:
-    """Verify one run's events (ordered by stored position) and the blobs they refer to."""
+    """Verify one run's events (ordered by stored position) and the blobs they refer to.
+
+    `unreadable` maps the positions whose stored bytes did not decode (their records are
+    stand-ins) to the reason: each is reported as an altered payload, and the chain check
+    resumes at the next event.
+    """
     report = VerifyReport(runs_checked=1, events_checked=len(records))
     problems = report.problems
-    by_stored_hash = {r.hash: r.position for r in records}
-    recomputed_prev = GENESIS
+    unreadable = unreadable or {}
+    chain = _Chain(run_id, {r.hash: r.position for r in records if r.position not in unreadable})
     ended_at: int | None = None
-    expected = 1
     for record in records:
+        if record.position in unreadable:
+            chain.skip(record.position, unreadable[record.position], problems)
+        else:
+            chain.check(record, problems)
+        if ended_at is not None and record.kind != "RunAnnotated":
+            detail = f"{record.kind} after the run ended at {ended_at}"
+            problems.append(Problem(run_id, record.position, "events after end", detail))
+        if record.kind in {"RunCompleted", "RunFailed"}:
+            ended_at = record.position
+            if record.position not in unreadable:
+                _check_terminal(run_id, record, chain.checked_prev, problems)
+    _check_tail(run_id, records, ended_at, info, problems)
+    report.blobs_checked = _check_blobs(run_id, records, blobs, problems)
+    return report
+
+
+@dataclass
+class _Chain:
+    """Walks a run's events in stored order, recomputing each hash and checking each link."""
+
+    run_id: str
+    by_stored_hash: dict[str, int]
+    expected: int = 1
+    prev: str = GENESIS
+    checked_prev: str = GENESIS
+    resync: bool = False
+
+    def _gap(self, position: int, problems: list[Problem]) -> bool:
+        if position <= self.expected:
+            return False
+        problems.append(_missing(self.run_id, self.expected, position))
+        self.expected = position
+        return True
+
+    def skip(self, position: int, reason: str, problems: list[Problem]) -> None:
+        """An event whose stored bytes do not decode: reported; the next link is not checked."""
+        self._gap(position, problems)
+        detail = f"the stored event cannot be read: {reason}"
+        problems.append(Problem(self.run_id, position, "payload altered", detail))
+        self.expected = position + 1
+        self.resync = True
+
+    def check(self, record: RecordedEvent, problems: list[Problem]) -> None:
+        """Recompute `record`'s hash and check it against its stored hash and its link."""
+        run_id = self.run_id
         try:
             recomputed = envelope_hash(record.envelope())
         except InvalidPayloadError as e:
             problems.append(Problem(run_id, record.position, "not decodable", str(e)))
             recomputed = ""
-        origin = by_stored_hash.get(record.prev)
+        origin = self.by_stored_hash.get(record.prev)
         moved = origin is not None and origin != record.position - 1
-        after_gap = record.position > expected
-        if after_gap:
-            missing = (
-                f"{expected}"
-                if record.position == expected + 1
-                else (f"{expected}..{record.position - 1}")
-            )
-            detail = f"position {missing} is absent; the next stored is {record.position}"
-            problems.append(Problem(run_id, expected, "event missing", detail))
-            expected = record.position
+        after_gap = self._gap(record.position, problems) or self.resync
+        self.resync = False
         if recomputed != record.hash:
             if moved and not after_gap:
                 detail = f"its predecessor is stored at position {origin}"
@@ -131,24 +174,23 @@ def verify_run(
             elif recomputed:
                 detail = f"content hashes to {recomputed[:12]}, recorded {record.hash[:12]}"
                 problems.append(Problem(run_id, record.position, "payload altered", detail))
-        elif record.prev != recomputed_prev and not after_gap:
+        elif record.prev != self.prev and not after_gap:
             if moved:
                 detail = f"its predecessor is stored at position {origin}"
                 problems.append(Problem(run_id, record.position, "events reordered", detail))
             elif origin is None and record.position > 1:
                 detail = "the event it was chained to is not in the run"
                 problems.append(Problem(run_id, record.position, "event missing", detail))
-        expected += 1
-        if ended_at is not None and record.kind != "RunAnnotated":
-            detail = f"{record.kind} after the run ended at {ended_at}"
-            problems.append(Problem(run_id, record.position, "events after end", detail))
-        if record.kind in {"RunCompleted", "RunFailed"}:
-            ended_at = record.position
-            _check_terminal(run_id, record, recomputed_prev, problems)
-        recomputed_prev = recomputed or record.hash
-    _check_tail(run_id, records, ended_at, info, problems)
-    report.blobs_checked = _check_blobs(run_id, records, blobs, problems)
-    return report
+        self.expected += 1
+        self.checked_prev = self.prev
+        self.prev = recomputed or record.hash
+
+
+def _missing(run_id: str, expected: int, found: int) -> Problem:
+    """Positions `expected`..`found` - 1 are absent."""
+    missing = f"{expected}" if found == expected + 1 else f"{expected}..{found - 1}"
+    detail = f"position {missing} is absent; the next stored is {found}"
+    return Problem(run_id, expected, "event missing", detail)
 
 
 def _check_terminal(run_id: str, record: RecordedEvent, prev: str, problems: list[Problem]) -> None:

@@ -10,6 +10,7 @@ The tree::
     │   └── RunClosedError          append to a completed or failed run (run_id, status)
     ├── UnknownRunError             no run with that id (run_id)
     ├── UnknownBlobError            no blob with that hash (ref)
+    ├── CorruptEventError           a stored event cannot be read back (run_id, position, detail)
     ├── ConcurrencyError            another writer took the position first (run_id, position)
     ├── StorageError                the database cannot be opened or written (url, reason)
     └── ImportRefusedError          an export file failed verification; nothing written (problems)
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "ConcurrencyError",
+    "CorruptEventError",
     "ImportRefusedError",
     "InvalidEventError",
     "InvalidPayloadError",
@@ -96,6 +98,19 @@ class UnknownBlobError(LedgerError):
     def __init__(self, ref: str) -> None:
         self.ref = ref
         super().__init__(f"no blob {ref!r} in this ledger")
+
+
+class CorruptEventError(LedgerError):
+    """A stored event's bytes no longer decode: the database was altered outside the ledger."""
+
+    def __init__(self, run_id: str, position: int, detail: str) -> None:
+        self.run_id = run_id
+        self.position = position
+        self.detail = detail
+        super().__init__(
+            f"run {run_id} position {position}: the stored event cannot be read ({detail}); "
+            "`agentledger verify` reports what is broken"
+        )
 
 
 class ConcurrencyError(LedgerError):

@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 from agentledger.cli import main
-from agentledger.ledger import Ledger, SequentialIds, StepClock
+from agentledger.ledger import CorruptEventError, Ledger, SequentialIds, StepClock
 
 AGENTLEDGER = Path(sys.executable).with_name("agentledger")
 SQLITE_TRIGGERS = (
@@ -291,6 +291,31 @@ def test_one_altered_payload_byte_is_named_by_the_installed_command(attacked: Re
     assert done.returncode == 1, done.stderr
     assert problem(attacked.run_id, position, "payload altered") in done.stdout
     assert "BROKEN (1 runs)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "garble",
+    [
+        pytest.param(lambda state: state[: len(state) // 2], id="cut-in-half"),
+        pytest.param(lambda state: state.replace(b'"', b"'", 1), id="quote-changed"),
+        pytest.param(lambda state: b"\xff" + state[1:], id="not-utf8"),
+        pytest.param(lambda _state: b"[]", id="not-an-envelope"),
+    ],
+)
+def test_an_unreadable_stored_event_is_named_not_a_crash(
+    attacked: Recorded, capsys: pytest.CaptureFixture[str], garble: Any
+) -> None:
+    """A byte edit that breaks the stored JSON is named at its position; reading says so too."""
+    position = attacked.positions["PlanProposed"]
+    state = attacked.db.state(attacked.run_id, position)
+    attacked.db.set_state(attacked.run_id, position, garble(state))
+    status, broken = verify_cli(attacked.url, capsys)
+    assert status == 1
+    assert broken[0].startswith(problem(attacked.run_id, position, "payload altered"))
+    assert named(broken) == {(position, "payload altered")}
+    with Ledger.open(attacked.url) as ledger, pytest.raises(CorruptEventError) as caught:
+        ledger.events(attacked.run_id)
+    assert (caught.value.run_id, caught.value.position) == (attacked.run_id, position)
 
 
 def test_a_deleted_event_is_named_at_its_position(
