@@ -123,7 +123,10 @@ def test_runs_killed_at_many_points_resume_complete_verify_and_replay(tmp_path: 
         assert ledger.verify().problems == []
     cuts = {cut for _, cut in resumed}
     assert len(resumed) >= TRIALS // 2, f"too few kills landed mid-run: {resumed}"
-    assert len(cuts) >= 5, f"kills landed at too few distinct positions: {sorted(cuts)}"
+    # A run can only be cut where a transaction ends: the demo run commits after positions 1, 2,
+    # 3, 7, 13, 19, 25, 28 and 29, and the four step boundaries (7..25) hold nearly all of its
+    # time (the model and tool calls sleep), so four distinct cuts is what 20 kills reliably give.
+    assert len(cuts) >= 4, f"kills landed at too few distinct positions: {sorted(cuts)}"
 
 
 if __name__ == "__main__":
