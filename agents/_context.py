@@ -64,7 +64,7 @@ from agentledger.ledger.events import (
     StepStarted,
 )
 from agentledger.ledger.events import ToolErrorInfo as LedgerToolError
-from agentledger.projections import apply_patch
+from agentledger.projections import apply_patch, json_copy
 from agentledger.tools import ToolErrorInfo, ToolRegistry, ToolResult, ToolSpec
 
 __all__ = ["RunContext"]
@@ -124,7 +124,7 @@ class RunContext:
     @property
     def world(self) -> dict[str, Any]:
         """A copy of the world state: the fold of every delta recorded so far."""
-        copied: dict[str, Any] = _copy_json(self._world)
+        copied: dict[str, Any] = json_copy(self._world)  # type: ignore[assignment]
         return copied
 
     @property
@@ -501,13 +501,3 @@ def _failed(spec: ToolSpec | None, name: str, code: str, message: str) -> ToolRe
         error=ToolErrorInfo(code=code, message=message),
         latency_ms=0.0,
     )
-
-
-def _copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts, lists, scalars); several times faster than deepcopy."""
-    kind = type(value)
-    if kind is dict:
-        return {key: _copy_json(item) for key, item in value.items()}
-    if kind is list:
-        return [_copy_json(item) for item in value]
-    return value

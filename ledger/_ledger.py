@@ -212,14 +212,34 @@ class Ledger:
         self, run_id: str, *, after: int = 0, upto: int | None = None
     ) -> list[RecordedEvent]:
         """A run's events in position order (positions after `after`, up to `upto`)."""
+        return self._read_events(run_id, after=after, upto=upto)[0]
+
+    def _read_events(
+        self, run_id: str, *, after: int = 0, upto: int | None = None, tolerant: bool = False
+    ) -> tuple[list[RecordedEvent], dict[int, str]]:
+        """A run's stored events, decoded, and the reasons of those that would not decode.
+
+        An unreadable event raises `CorruptEventError`; with `tolerant` it becomes a stand-in
+        record instead and its position maps to the reason (what `verify` reports).
+        """
         uuid = self._uuid(run_id)
         stored = self._store.recorder.select_events(uuid, gt=after or None, lte=upto)
         if not stored and after == 0 and self._store.recorder.get_run(str(uuid)) is None:
             raise UnknownRunError(run_id)
-        return [
-            RecordedEvent.from_state(str(uuid), s.originator_version, s.topic, s.state)
-            for s in stored
-        ]
+        rid = str(uuid)
+        records: list[RecordedEvent] = []
+        unreadable: dict[int, str] = {}
+        for s in stored:
+            try:
+                records.append(
+                    RecordedEvent.from_state(rid, s.originator_version, s.topic, s.state)
+                )
+            except CorruptEventError as e:
+                if not tolerant:
+                    raise
+                unreadable[s.originator_version] = e.detail
+                records.append(RecordedEvent.unreadable(rid, s.originator_version, s.topic))
+        return records, unreadable
 
     def run(self, run_id: str) -> RunInfo:
         """A run's row in the runs index."""
@@ -300,31 +320,13 @@ class Ledger:
         ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
         indexed = {info.run_id for info in self.runs()} if run_id is None else set()
         for rid in ids:
-            records, unreadable = self._records_for_verify(rid)
+            records, unreadable = self._read_events(rid, tolerant=True)
             info = self._store.recorder.get_run(rid)
             report.merge(verify_run(rid, records, self.blob_bytes, info, unreadable=unreadable))
         for rid in sorted(indexed - set(ids)):
             info = self.run(rid)
             report.merge(verify_run(rid, [], self.blob_bytes, info))
         return report
-
-    def _records_for_verify(self, run_id: str) -> tuple[list[RecordedEvent], dict[int, str]]:
-        """A run's events as stored, with a stand-in (and the reason) for each unreadable one."""
-        uuid = self._uuid(run_id)
-        records: list[RecordedEvent] = []
-        unreadable: dict[int, str] = {}
-        stored = self._store.recorder.select_events(uuid)
-        if not stored and self._store.recorder.get_run(str(uuid)) is None:
-            raise UnknownRunError(run_id)
-        for s in stored:
-            try:
-                records.append(
-                    RecordedEvent.from_state(run_id, s.originator_version, s.topic, s.state)
-                )
-            except CorruptEventError as e:
-                unreadable[s.originator_version] = e.detail
-                records.append(RecordedEvent.unreadable(run_id, s.originator_version, s.topic))
-        return records, unreadable
 
     def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
         """Write one run (events and every blob it refers to) to a JSONL file."""

@@ -9,7 +9,7 @@ and tool calls, guardrail trips) up to date from the ledger's notification log, 
 Must not record events or import agents, tools, replay or the CLI.
 """
 
-from agentledger.projections._json import JSONValue
+from agentledger.projections._json import JSONValue, json_copy
 from agentledger.projections._merge import (
     apply_patch,
     compose_patches,
@@ -59,6 +59,7 @@ __all__ = [
     "compose_patches",
     "diff_patch",
     "fold_patches",
+    "json_copy",
     "state_history",
     "take_snapshots",
     "world_state",
