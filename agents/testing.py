@@ -34,7 +34,7 @@ from agentledger.agents.models import (
     ToolCallRequest,
     scripted_tool_call,
 )
-from agentledger.ledger import Ledger, SequentialIds, StepClock
+from agentledger.ledger import DICTIONARY_V1, Ledger, SequentialIds, StepClock
 
 __all__ = [
     "TIMING_FIELDS",
@@ -245,8 +245,9 @@ def database_bytes(path: str | Path) -> bytes:
     """Everything a SQLite ledger file holds, as one searchable byte string.
 
     That is the raw bytes of the file (and its ``-wal``) plus every cell of every table, with
-    zlib-compressed cells (large blobs) also decompressed. Use it to prove a secret is nowhere
-    in a database: ``assert b"sk-..." not in database_bytes(path)``.
+    packed cells (event state, blobs; see `DICTIONARY_V1`) and zlib cells (older blobs) also
+    unpacked. Use it to prove a secret is nowhere in a database:
+    ``assert b"sk-..." not in database_bytes(path)``.
     """
     file = Path(path)
     parts = [p.read_bytes() for p in (file, Path(f"{file}-wal")) if p.exists()]
@@ -259,9 +260,19 @@ def database_bytes(path: str | Path) -> bytes:
                         parts.append(cell.encode())
                     elif isinstance(cell, bytes):
                         parts.append(cell)
-                        with contextlib.suppress(zlib.error):
-                            parts.append(zlib.decompress(cell))
+                        parts.extend(_unpacked(cell))
     return b"\n".join(parts)
+
+
+def _unpacked(cell: bytes) -> list[bytes]:
+    """Every way a cell may be packed, unpacked (a packed state starts with a marker byte)."""
+    found = []
+    with contextlib.suppress(zlib.error):
+        found.append(zlib.decompress(cell))
+    for start in (0, 1):
+        with contextlib.suppress(zlib.error):
+            found.append(zlib.decompressobj(-15, zdict=DICTIONARY_V1).decompress(cell[start:]))
+    return found
 
 
 def load_scenario(name: str = "demo_pipeline") -> Scenario:

@@ -6,6 +6,7 @@ Knows nothing of agents or vendor SDKs.
 """
 
 from agentledger.ledger._canonical import as_recorded, canonical_json
+from agentledger.ledger._codec import DICTIONARY_V1, unpack_blob, unpack_state
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._ledger import Ledger, RunQuery
 from agentledger.ledger._logging import EventLogger
@@ -25,6 +26,7 @@ from agentledger.ledger._run import Run
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
+    CorruptBlobError,
     CorruptEventError,
     ImportRefusedError,
     InvalidEventError,
@@ -39,10 +41,12 @@ from agentledger.ledger.errors import (
 )
 
 __all__ = [
+    "DICTIONARY_V1",
     "GENESIS",
     "INLINE_LIMIT",
     "Clock",
     "ConcurrencyError",
+    "CorruptBlobError",
     "CorruptEventError",
     "EventLogger",
     "IdSource",
@@ -76,5 +80,7 @@ __all__ = [
     "envelope_hash",
     "format_timestamp",
     "parse_timestamp",
+    "unpack_blob",
+    "unpack_state",
     "verify_run",
 ]

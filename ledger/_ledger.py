@@ -9,6 +9,7 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -35,6 +36,7 @@ from agentledger.ledger._store import DEFAULT_URL, Store, open_store
 from agentledger.ledger._verify import VerifyReport, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
+    CorruptBlobError,
     CorruptEventError,
     InvalidEventError,
     RunClosedError,
@@ -296,9 +298,27 @@ class Ledger:
         return {ref: loads(data) for ref, data in self.blob_bytes(refs).items()}
 
     def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
-        """The canonical bytes stored under the refs that exist."""
+        """The canonical bytes stored under the refs that exist.
+
+        Raises `CorruptBlobError` when a stored blob no longer unpacks.
+        """
+        found: dict[str, bytes] = {}
+        for ref, data in self._blobs_for_verify(refs).items():
+            if isinstance(data, CorruptBlobError):
+                raise data
+            found[ref] = data
+        return found
+
+    def _blobs_for_verify(self, refs: Sequence[str]) -> dict[str, bytes | CorruptBlobError]:
+        """Like `blob_bytes`, with each blob that does not unpack given as its error."""
         rows: Mapping[str, BlobRow] = self._store.recorder.get_blobs(list(refs))
-        return {ref: decode_blob(row.encoding, row.data) for ref, row in rows.items()}
+        found: dict[str, bytes | CorruptBlobError] = {}
+        for ref, row in rows.items():
+            try:
+                found[ref] = decode_blob(row.encoding, row.data)
+            except (ValueError, zlib.error) as e:
+                found[ref] = CorruptBlobError(ref, f"{row.encoding}: {e}")
+        return found
 
     def conversation(self, ref: str) -> list[Any]:
         """The messages of a conversation chain, oldest first, from its head node's ref."""
@@ -322,10 +342,12 @@ class Ledger:
         for rid in ids:
             records, unreadable = self._read_events(rid, tolerant=True)
             info = self._store.recorder.get_run(rid)
-            report.merge(verify_run(rid, records, self.blob_bytes, info, unreadable=unreadable))
+            report.merge(
+                verify_run(rid, records, self._blobs_for_verify, info, unreadable=unreadable)
+            )
         for rid in sorted(indexed - set(ids)):
             info = self.run(rid)
-            report.merge(verify_run(rid, [], self.blob_bytes, info))
+            report.merge(verify_run(rid, [], self._blobs_for_verify, info))
         return report
 
     def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:

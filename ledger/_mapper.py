@@ -2,7 +2,8 @@
 
 The stored topic is the event kind; the stored state is the canonical JSON of
 ``{"hash", "id", "payload", "prev", "ts", "v"}``, written by concatenation so the payload is
-serialised once (for its hash and its storage). Must not know databases.
+serialised once (for its hash and its storage), and packed by `_codec.pack_state`. Must not know
+databases.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import JSONTranscoder, Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
+from agentledger.ledger._codec import pack_state, unpack_state
 from agentledger.ledger._ports import parse_timestamp
 from agentledger.ledger._run import Run
 
@@ -25,8 +27,8 @@ _RUN_TOPIC = get_topic(Run)
 def state_bytes(
     *, hash_: str, event_id: str, payload_jcs: bytes, prev: str, ts: str, version: int
 ) -> bytes:
-    """The stored state of one event, canonical JSON in RFC 8785 key order."""
-    return (
+    """The stored state of one event: its canonical JSON (RFC 8785 key order), packed."""
+    return pack_state(
         f'{{"hash":"{hash_}","id":{json.dumps(event_id)},"payload":'.encode()
         + payload_jcs
         + f',"prev":"{prev}","ts":"{ts}","v":{version}}}'.encode()
@@ -58,7 +60,7 @@ class EnvelopeMapper(Mapper[UUID]):
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         """Decode a stored event into the aggregate's event class."""
-        body = json.loads(stored_event.state)
+        body = json.loads(unpack_state(stored_event.state))
         started = stored_event.topic == "RunStarted"
         cls = Run.Started if started else Run.Recorded
         fields: dict[str, Any] = {

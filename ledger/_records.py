@@ -7,12 +7,12 @@ stored. Must not know any database.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from agentledger.ledger._canonical import loads
+from agentledger.ledger._codec import pack_blob, unpack_blob, unpack_state
 from agentledger.ledger.errors import CorruptEventError
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
@@ -26,12 +26,10 @@ __all__ = [
     "encode_blob",
 ]
 
-_COMPRESS_OVER = 256
-
 
 @dataclass(frozen=True, slots=True)
 class BlobRow:
-    """A blob as stored: its ref, logical size, encoding ('raw' or 'zlib') and bytes."""
+    """A blob as stored: its ref, logical size, encoding (see `_codec`) and bytes."""
 
     ref: str
     size: int
@@ -40,19 +38,14 @@ class BlobRow:
 
 
 def encode_blob(ref: str, canonical: bytes) -> BlobRow:
-    """Prepare a blob for storage, compressing it when that saves space."""
-    if len(canonical) > _COMPRESS_OVER:
-        packed = zlib.compress(canonical, 6)
-        if len(packed) < len(canonical):
-            return BlobRow(ref, len(canonical), "zlib", packed)
-    return BlobRow(ref, len(canonical), "raw", canonical)
+    """Prepare a blob for storage, packing it when that saves space."""
+    encoding, data = pack_blob(canonical)
+    return BlobRow(ref, len(canonical), encoding, data)
 
 
 def decode_blob(encoding: str, data: bytes) -> bytes:
-    """Return a stored blob's canonical bytes."""
-    if encoding == "zlib":
-        return zlib.decompress(data)
-    return bytes(data)
+    """Return a stored blob's canonical bytes (ValueError or zlib.error if unreadable)."""
+    return unpack_blob(encoding, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +134,7 @@ class RecordedEvent:
         Raises `CorruptEventError` (naming run and position) when they are not an envelope.
         """
         try:
-            body = loads(state)
+            body = loads(unpack_state(state))
             record = cls(
                 run_id=run_id,
                 position=position,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo
-from agentledger.ledger.errors import InvalidPayloadError
+from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
 
 __all__ = ["Problem", "Reason", "VerifyReport", "blob_refs_in", "verify_run"]
 
@@ -90,7 +90,8 @@ def blob_refs_in(value: Any) -> list[str]:
     return found
 
 
-BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes]]
+BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes | CorruptBlobError]]
+"""Canonical bytes by ref for the refs that exist; a blob that does not unpack as its error."""
 
 
 def verify_run(
@@ -257,6 +258,9 @@ def _check_blobs(
             data = found.get(ref)
             if data is None:
                 problems.append(Problem(run_id, position, "blob missing", ref))
+                continue
+            if isinstance(data, CorruptBlobError):
+                problems.append(Problem(run_id, position, "blob altered", f"{ref}: {data.detail}"))
                 continue
             try:
                 content = loads(data)

@@ -11,6 +11,7 @@ The tree::
     ├── UnknownRunError             no run with that id (run_id)
     ├── UnknownBlobError            no blob with that hash (ref)
     ├── CorruptEventError           a stored event cannot be read back (run_id, position, detail)
+    ├── CorruptBlobError            a stored blob cannot be unpacked (ref, detail)
     ├── ConcurrencyError            another writer took the position first (run_id, position)
     ├── StorageError                the database cannot be opened or written (url, reason)
     └── ImportRefusedError          an export file failed verification; nothing written (problems)
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "ConcurrencyError",
+    "CorruptBlobError",
     "CorruptEventError",
     "ImportRefusedError",
     "InvalidEventError",
@@ -109,6 +111,18 @@ class CorruptEventError(LedgerError):
         self.detail = detail
         super().__init__(
             f"run {run_id} position {position}: the stored event cannot be read ({detail}); "
+            "`agentledger verify` reports what is broken"
+        )
+
+
+class CorruptBlobError(LedgerError):
+    """A stored blob's bytes no longer unpack: the database was altered outside the ledger."""
+
+    def __init__(self, ref: str, detail: str) -> None:
+        self.ref = ref
+        self.detail = detail
+        super().__init__(
+            f"blob {ref}: the stored bytes cannot be unpacked ({detail}); "
             "`agentledger verify` reports what is broken"
         )
 

@@ -2,8 +2,11 @@
 
 The attacker first drops the append-only triggers (the tests also show that, while in place,
 they refuse UPDATE and DELETE), then alters a payload byte, deletes, swaps or truncates events,
-or alters or deletes a blob. Each must be caught by ``agentledger verify`` (exit status 1), which
-names the run, the position and the reason. Runs on a SQLite file and on PostgreSQL.
+or alters or deletes a blob. Stored state and blobs are packed (raw DEFLATE with the published
+dictionary, `_codec.DICTIONARY_V1`); the attacker unpacks, edits and repacks them with plain
+zlib, or garbles the packed bytes themselves. Each must be caught by ``agentledger verify``
+(exit status 1), which names the run, the position and the reason. Runs on a SQLite file and on
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ import pytest
 from psycopg import sql
 
 from agentledger.cli import main
-from agentledger.ledger import CorruptEventError, Ledger, SequentialIds, StepClock
+from agentledger.ledger import (
+    CorruptBlobError,
+    CorruptEventError,
+    Ledger,
+    SequentialIds,
+    StepClock,
+)
+from agentledger.ledger._codec import DICTIONARY_V1
 
 AGENTLEDGER = Path(sys.executable).with_name("agentledger")
 SQLITE_TRIGGERS = (
@@ -41,6 +51,17 @@ PG_TRIGGERS = (
 
 
 # The attacker's view of the database ----------------------------------------------------------
+
+
+def inflate(packed: bytes) -> bytes:
+    """Unpack raw DEFLATE made with the published dictionary, with plain zlib."""
+    return zlib.decompressobj(-15, zdict=DICTIONARY_V1).decompress(packed)
+
+
+def deflate(data: bytes) -> bytes:
+    """Pack like the ledger does (any DEFLATE encoder with the dictionary will do)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, DICTIONARY_V1)
+    return packer.compress(data) + packer.flush()
 
 
 @dataclass
@@ -89,8 +110,8 @@ class Database:
                 )
             )
 
-    def state(self, run_id: str, position: int) -> bytes:
-        """The stored state bytes of one event."""
+    def packed_state(self, run_id: str, position: int) -> bytes:
+        """The stored state bytes of one event, as they are on disk."""
         rows = self.execute(
             "SELECT state FROM agentledger_events "
             "WHERE originator_id = ? AND originator_version = ?",
@@ -98,8 +119,18 @@ class Database:
         )
         return bytes(rows[0][0])
 
+    def state(self, run_id: str, position: int) -> bytes:
+        """The stored state of one event, unpacked: its envelope's JSON."""
+        packed = self.packed_state(run_id, position)
+        assert packed[:1] == b"\x01", "new rows are packed"
+        return inflate(packed[1:])
+
     def set_state(self, run_id: str, position: int, state: bytes) -> None:
-        """Overwrite the stored state of one event."""
+        """Overwrite the stored state of one event with `state` (JSON), packed again."""
+        self.set_packed_state(run_id, position, b"\x01" + deflate(state))
+
+    def set_packed_state(self, run_id: str, position: int, state: bytes) -> None:
+        """Overwrite the stored state bytes of one event as they are."""
         self.execute(
             "UPDATE agentledger_events SET state = ? WHERE originator_id = ? "
             "AND originator_version = ?",
@@ -147,7 +178,7 @@ class Recorded:
 
 
 def record_audited_run(url: str) -> tuple[str, dict[str, int], dict[str, str], int]:
-    """Record a run with raw and zlib blobs; return its id, positions, blob refs and length."""
+    """Record a run with raw and packed blobs; return its id, positions, blob refs and length."""
     with Ledger.open(url, clock=StepClock(), ids=SequentialIds(url)) as ledger:
         with ledger.record_run("auditee", input="Is the harbour walk on?", tags=["audit"]) as run:
             with run.step("plan") as step:
@@ -294,21 +325,29 @@ def test_one_altered_payload_byte_is_named_by_the_installed_command(attacked: Re
 
 
 @pytest.mark.parametrize(
-    "garble",
+    ("garble", "packed"),
     [
-        pytest.param(lambda state: state[: len(state) // 2], id="cut-in-half"),
-        pytest.param(lambda state: state.replace(b'"', b"'", 1), id="quote-changed"),
-        pytest.param(lambda state: b"\xff" + state[1:], id="not-utf8"),
-        pytest.param(lambda _state: b"[]", id="not-an-envelope"),
+        pytest.param(lambda state: state[: len(state) // 2], False, id="json-cut-in-half"),
+        pytest.param(lambda state: state.replace(b'"', b"'", 1), False, id="json-quote-changed"),
+        pytest.param(lambda state: b"\xff" + state[1:], False, id="json-not-utf8"),
+        pytest.param(lambda _state: b"[]", False, id="json-not-an-envelope"),
+        pytest.param(lambda state: state[: len(state) // 2], True, id="packed-cut-in-half"),
+        pytest.param(lambda state: state + b"\x00", True, id="packed-trailing-byte"),
+        pytest.param(lambda state: b"\x01\xff" + state[2:], True, id="packed-garbled"),
+        pytest.param(lambda state: b"\x02" + state[1:], True, id="unknown-form"),
     ],
 )
 def test_an_unreadable_stored_event_is_named_not_a_crash(
-    attacked: Recorded, capsys: pytest.CaptureFixture[str], garble: Any
+    attacked: Recorded, capsys: pytest.CaptureFixture[str], garble: Any, packed: bool
 ) -> None:
-    """A byte edit that breaks the stored JSON is named at its position; reading says so too."""
+    """Stored bytes that no longer decode are named at their position; reading says so too."""
     position = attacked.positions["PlanProposed"]
-    state = attacked.db.state(attacked.run_id, position)
-    attacked.db.set_state(attacked.run_id, position, garble(state))
+    if packed:
+        state = attacked.db.packed_state(attacked.run_id, position)
+        attacked.db.set_packed_state(attacked.run_id, position, garble(state))
+    else:
+        state = attacked.db.state(attacked.run_id, position)
+        attacked.db.set_state(attacked.run_id, position, garble(state))
     status, broken = verify_cli(attacked.url, capsys)
     assert status == 1
     assert broken[0].startswith(problem(attacked.run_id, position, "payload altered"))
@@ -316,6 +355,19 @@ def test_an_unreadable_stored_event_is_named_not_a_crash(
     with Ledger.open(attacked.url) as ledger, pytest.raises(CorruptEventError) as caught:
         ledger.events(attacked.run_id)
     assert (caught.value.run_id, caught.value.position) == (attacked.run_id, position)
+
+
+def test_rows_stored_as_plain_json_still_read_and_verify(
+    attacked: Recorded, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database written before packing (state as canonical JSON) reads and verifies as is."""
+    for position in range(1, attacked.count + 1):
+        state = attacked.db.state(attacked.run_id, position)
+        attacked.db.set_packed_state(attacked.run_id, position, state)
+    status, broken = verify_cli(attacked.url, capsys)
+    assert (status, broken) == (0, [])
+    with Ledger.open(attacked.url) as ledger:
+        assert len(ledger.events(attacked.run_id)) == attacked.count
 
 
 def test_a_deleted_event_is_named_at_its_position(
@@ -419,21 +471,55 @@ def test_an_altered_raw_blob_is_named_where_it_is_first_used(
 def test_an_altered_compressed_blob_is_named_where_it_is_first_used(
     attacked: Recorded, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Decompressing, editing and recompressing a zlib blob is reported at its tool result."""
+    """Unpacking, editing and repacking a blob is reported at its tool result."""
     ref = attacked.refs["tool_data"]
     encoding, data = attacked.db.blob(ref)
-    assert encoding == "zlib"
-    content = zlib.decompress(data)
+    assert encoding == "deflate-d1"
+    content = inflate(data)
     forged = content.replace(b'"forecast":"sunny"', b'"forecast":"storm"', 1)
     assert forged != content
     attacked.db.execute(
-        "UPDATE agentledger_blobs SET data = ? WHERE ref = ?", [zlib.compress(forged), ref]
+        "UPDATE agentledger_blobs SET data = ? WHERE ref = ?", [deflate(forged), ref]
     )
     status, broken = verify_cli(attacked.url, capsys)
     assert status == 1
     position = attacked.positions["ToolReturned"]
     assert broken[0].startswith(problem(attacked.run_id, position, "blob altered"))
     assert named(broken) == {(position, "blob altered")}
+
+
+def test_a_blob_that_no_longer_unpacks_is_named_not_a_crash(
+    attacked: Recorded, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Garbled packed bytes are a "blob altered" at first use; reading the blob says why."""
+    ref = attacked.refs["tool_data"]
+    _, data = attacked.db.blob(ref)
+    attacked.db.execute(
+        "UPDATE agentledger_blobs SET data = ? WHERE ref = ?", [data[: len(data) // 2], ref]
+    )
+    status, broken = verify_cli(attacked.url, capsys)
+    assert status == 1
+    position = attacked.positions["ToolReturned"]
+    assert broken[0].startswith(problem(attacked.run_id, position, "blob altered"))
+    assert named(broken) == {(position, "blob altered")}
+    with Ledger.open(attacked.url) as ledger, pytest.raises(CorruptBlobError, match="cut short"):
+        ledger.blob(ref)
+
+
+def test_blobs_stored_in_the_older_zlib_form_still_read_and_verify(
+    attacked: Recorded, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A blob written before packing (``zlib``) reads and verifies as is."""
+    ref = attacked.refs["tool_data"]
+    _, data = attacked.db.blob(ref)
+    attacked.db.execute(
+        "UPDATE agentledger_blobs SET encoding = 'zlib', data = ? WHERE ref = ?",
+        [zlib.compress(inflate(data)), ref],
+    )
+    status, broken = verify_cli(attacked.url, capsys)
+    assert (status, broken) == (0, [])
+    with Ledger.open(attacked.url) as ledger:
+        assert ledger.blob(ref)["hours"][0]["forecast"] == "sunny"
 
 
 def test_a_deleted_blob_is_named_where_it_is_first_used(
