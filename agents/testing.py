@@ -34,7 +34,7 @@ from agentledger.agents.models import (
     ToolCallRequest,
     scripted_tool_call,
 )
-from agentledger.ledger import DICTIONARY_V1, Ledger, SequentialIds, StepClock
+from agentledger.ledger import Ledger, SequentialIds, StepClock, unpack_blob, unpack_state
 
 __all__ = [
     "TIMING_FIELDS",
@@ -245,7 +245,7 @@ def database_bytes(path: str | Path) -> bytes:
     """Everything a SQLite ledger file holds, as one searchable byte string.
 
     That is the raw bytes of the file (and its ``-wal``) plus every cell of every table, with
-    packed cells (event state, blobs; see `DICTIONARY_V1`) and zlib cells (older blobs) also
+    packed cells (event state, blobs; see `unpack_state`) and zlib cells (older blobs) also
     unpacked. Use it to prove a secret is nowhere in a database:
     ``assert b"sk-..." not in database_bytes(path)``.
     """
@@ -269,9 +269,9 @@ def _unpacked(cell: bytes) -> list[bytes]:
     found = []
     with contextlib.suppress(zlib.error):
         found.append(zlib.decompress(cell))
-    for start in (0, 1):
-        with contextlib.suppress(zlib.error):
-            found.append(zlib.decompressobj(-15, zdict=DICTIONARY_V1).decompress(cell[start:]))
+    for form in ("state", "blob"):
+        with contextlib.suppress(ValueError):
+            found.append(unpack_state(cell) if form == "state" else unpack_blob("zstd-d1", cell))
     return found
 
 

@@ -2,9 +2,9 @@
 
 The attacker first drops the append-only triggers (the tests also show that, while in place,
 they refuse UPDATE and DELETE), then alters a payload byte, deletes, swaps or truncates events,
-or alters or deletes a blob. Stored state and blobs are packed (raw DEFLATE with the published
-dictionary, `_codec.DICTIONARY_V1`); the attacker unpacks, edits and repacks them with plain
-zlib, or garbles the packed bytes themselves. Each must be caught by ``agentledger verify``
+or alters or deletes a blob. Stored state and blobs are packed (Zstandard with the published
+dictionary, `DICTIONARY_V1`); the attacker unpacks, edits and repacks them with any Zstandard
+library, or garbles the packed bytes themselves. Each must be caught by ``agentledger verify``
 (exit status 1), which names the run, the position and the reason. Runs on a SQLite file and on
 PostgreSQL.
 """
@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
+import zstandard
 from psycopg import sql
 
 from agentledger.cli import main
@@ -53,15 +54,19 @@ PG_TRIGGERS = (
 # The attacker's view of the database ----------------------------------------------------------
 
 
+ZSTD_DICTIONARY = zstandard.ZstdCompressionDict(
+    DICTIONARY_V1, dict_type=zstandard.DICT_TYPE_RAWCONTENT
+)
+
+
 def inflate(packed: bytes) -> bytes:
-    """Unpack raw DEFLATE made with the published dictionary, with plain zlib."""
-    return zlib.decompressobj(-15, zdict=DICTIONARY_V1).decompress(packed)
+    """Unpack a Zstandard frame made with the published dictionary."""
+    return zstandard.ZstdDecompressor(dict_data=ZSTD_DICTIONARY).decompress(packed)
 
 
 def deflate(data: bytes) -> bytes:
-    """Pack like the ledger does (any DEFLATE encoder with the dictionary will do)."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, DICTIONARY_V1)
-    return packer.compress(data) + packer.flush()
+    """Pack as the ledger does (any Zstandard encoder with the dictionary will do)."""
+    return zstandard.ZstdCompressor(level=19, dict_data=ZSTD_DICTIONARY).compress(data)
 
 
 @dataclass
@@ -474,7 +479,7 @@ def test_an_altered_compressed_blob_is_named_where_it_is_first_used(
     """Unpacking, editing and repacking a blob is reported at its tool result."""
     ref = attacked.refs["tool_data"]
     encoding, data = attacked.db.blob(ref)
-    assert encoding == "deflate-d1"
+    assert encoding == "zstd-d1"
     content = inflate(data)
     forged = content.replace(b'"forecast":"sunny"', b'"forecast":"storm"', 1)
     assert forged != content
@@ -502,7 +507,7 @@ def test_a_blob_that_no_longer_unpacks_is_named_not_a_crash(
     position = attacked.positions["ToolReturned"]
     assert broken[0].startswith(problem(attacked.run_id, position, "blob altered"))
     assert named(broken) == {(position, "blob altered")}
-    with Ledger.open(attacked.url) as ledger, pytest.raises(CorruptBlobError, match="cut short"):
+    with Ledger.open(attacked.url) as ledger, pytest.raises(CorruptBlobError, match="zstd-d1"):
         ledger.blob(ref)
 
 
