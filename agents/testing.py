@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -265,13 +265,13 @@ def database_bytes(path: str | Path) -> bytes:
 
 
 def _unpacked(cell: bytes) -> list[bytes]:
-    """Every way a cell may be packed, unpacked (a packed state starts with a marker byte)."""
+    """The cell unpacked in every stored form it is valid in (state, packed or zlib blob)."""
     found = []
-    with contextlib.suppress(zlib.error):
-        found.append(zlib.decompress(cell))
-    for form in ("state", "blob"):
+    unpackers: list[Callable[[bytes], bytes]] = [unpack_state]
+    unpackers += [partial(unpack_blob, encoding) for encoding in ("zstd-d1", "zlib")]
+    for unpack in unpackers:
         with contextlib.suppress(ValueError):
-            found.append(unpack_state(cell) if form == "state" else unpack_blob("zstd-d1", cell))
+            found.append(unpack(cell))
     return found
 
 

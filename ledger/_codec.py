@@ -16,8 +16,8 @@ dictionary reads a database without agentledger (``zstd -d -D dictionary`` on th
 The dictionary holds the envelope's and the catalogue's key names and the shape of a message
 node: an event's JSON is mostly those, which per-row compression alone cannot exploit in a few
 hundred bytes. Zstandard (package ``zstandard``) rather than zlib: with the dictionary digested
-once, it packs a 900-byte state about 4x faster than DEFLATE for about 8% more bytes, and unpacks
-2.5x faster (bench/bench_ledger.py measures what packing costs and saves). `DICTIONARY_V1` is
+once, it packed a 900-byte state about 4x faster than DEFLATE for about 8% more bytes, and
+unpacked it 2.5x faster (bench/bench_ledger.py, c, measures the bytes it saves). `DICTIONARY_V1` is
 frozen: its SHA-256 is pinned by a test, and a different dictionary needs a new marker and
 encoding name. Must not know databases.
 """
@@ -30,6 +30,7 @@ import zlib
 import zstandard
 
 __all__ = [
+    "BLOB_ENCODING_V1",
     "DICTIONARY_V1",
     "PACKED_STATE_V1",
     "pack_blob",
@@ -43,8 +44,8 @@ BLOB_ENCODING_V1 = "zstd-d1"
 _LEVEL = 1  # higher levels cost more than they save on rows of a few hundred bytes
 _PACK_BLOBS_OVER = 96
 
-# Rarely used keys first and the commonest last: DEFLATE reaches the end of the dictionary with
-# the shortest distances. Frozen (see the module docstring).
+# Rarely used keys first and the commonest last, nearest the data (shortest match offsets).
+# Frozen (see the module docstring).
 DICTIONARY_V1 = (
     b'"about_position":"labels":["author":"note":"reason":"outcome":"answered"'
     b'"evidence_ids":["answer_ref":"sha256:"answer":"question":"guardrail":"limit":"observed":'
@@ -136,12 +137,19 @@ def pack_blob(canonical: bytes) -> tuple[str, bytes]:
 
 
 def unpack_blob(encoding: str, data: bytes) -> bytes:
-    """A blob's canonical bytes from its stored form; ValueError for an unknown encoding."""
+    """A blob's canonical bytes from its stored form.
+
+    Raises ValueError naming what is wrong for an unknown encoding or bytes that do not unpack.
+    """
     if encoding == "raw":
         return bytes(data)
     if encoding == BLOB_ENCODING_V1:
         return _unpack(data)
     if encoding == "zlib":
-        return zlib.decompress(data)
+        try:
+            return zlib.decompress(data)
+        except zlib.error as e:
+            msg = f"the zlib data does not decompress: {e}"
+            raise ValueError(msg) from None
     msg = f"unknown blob encoding {encoding!r}"
     raise ValueError(msg)

@@ -9,7 +9,6 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -19,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEv
 from pydantic import ValidationError
 
 from agentledger.ledger._canonical import canonical_json, canonical_json_trusted, loads
+from agentledger.ledger._codec import unpack_blob
 from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
 from agentledger.ledger._mapper import state_bytes
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
@@ -28,7 +28,6 @@ from agentledger.ledger._records import (
     RunIndexUpdate,
     RunInfo,
     RunQuery,
-    decode_blob,
     encode_blob,
 )
 from agentledger.ledger._run import Run
@@ -315,8 +314,8 @@ class Ledger:
         found: dict[str, bytes | CorruptBlobError] = {}
         for ref, row in rows.items():
             try:
-                found[ref] = decode_blob(row.encoding, row.data)
-            except (ValueError, zlib.error) as e:
+                found[ref] = unpack_blob(row.encoding, row.data)
+            except ValueError as e:
                 found[ref] = CorruptBlobError(ref, f"{row.encoding}: {e}")
         return found
 

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from agentledger.ledger._canonical import loads
-from agentledger.ledger._codec import pack_blob, unpack_blob, unpack_state
+from agentledger.ledger._codec import pack_blob, unpack_state
 from agentledger.ledger.errors import CorruptEventError
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
@@ -22,7 +22,6 @@ __all__ = [
     "RunIndexUpdate",
     "RunInfo",
     "RunQuery",
-    "decode_blob",
     "encode_blob",
 ]
 
@@ -41,11 +40,6 @@ def encode_blob(ref: str, canonical: bytes) -> BlobRow:
     """Prepare a blob for storage, packing it when that saves space."""
     encoding, data = pack_blob(canonical)
     return BlobRow(ref, len(canonical), encoding, data)
-
-
-def decode_blob(encoding: str, data: bytes) -> bytes:
-    """Return a stored blob's canonical bytes (ValueError or zlib.error if unreadable)."""
-    return unpack_blob(encoding, data)
 
 
 @dataclass(frozen=True, slots=True)
