@@ -6,7 +6,13 @@ b. events/s with one commit per event (no step, no batch) vs raw one INSERT + CO
    of the same rows. Target >= 0.8x.
 c. bytes on disk for a 200-call conversation whose context grows by 500 bytes a call, vs the
    size of its distinct message contents. Target <= 2x. Also, for information, what a naive
-   store keeping every request's full message list would take.
+   store keeping every request's full message list would take, and what packing a run's blobs
+   together as one stream would take (the bound for packing across messages).
+
+For (a) and (b), two information rows bracket the ledger: raw sqlite3 writing the ledger's whole
+write set (events, blobs, runs index: the floor the schema sets) and an idealised ledger
+(bench/_ideal.py: only the hashing, packing and statements the design mandates, writing
+byte-identical rows: the ceiling of this design in Python).
 
 Baselines run on a connection with the PRAGMAs read from the ledger's own writer connection,
 in a fresh database file in a fresh directory (under ``build/bench-tmp``, or
@@ -24,9 +30,6 @@ import gc
 import json
 import os
 import pstats
-
-# Seeded randomness builds reproducible synthetic text; a benchmark has no run context.
-import random  # noqa: TID251
 import shutil
 import sqlite3
 import sys
@@ -39,20 +42,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import zstandard
+
 from agentledger.ledger import Ledger, RunRecorder
+from agentledger.ledger._codec import unpack_blob
 from agentledger.ledger.events import StepCompleted, StepStarted
+from bench._ideal import ideal_pass, logical_sets, write_transaction
+from bench._workload import (
+    ASSISTANT_BYTES,
+    SEED,
+    STEPS_PER_RUN,
+    USER_BYTES,
+    Conversation,
+    RunPlan,
+    StepPlan,
+    make_conversation,
+    make_run_plans,
+    unique_content_bytes,
+)
 
 REPEATS = 3
-SEED = 2402
 TARGET_BATCHED = 0.5
 TARGET_PER_EVENT = 0.8
 TARGET_BYTES = 2.0
 
 FULL_RUNS, QUICK_RUNS = 120, 12
-STEPS_PER_RUN = 25
 FULL_PER_EVENT, QUICK_PER_EVENT = 2_000, 300
-CONVERSATION_CALLS = 200
-USER_BYTES, ASSISTANT_BYTES = 400, 100
 
 EVENTS_TABLE = "agentledger_events"
 INSERT = f"INSERT INTO {EVENTS_TABLE} VALUES (?,?,?,?)"
@@ -75,129 +90,6 @@ TMP_ROOT = Path(
 )
 
 Row = tuple[str, int, str, bytes]
-
-# Synthetic text --------------------------------------------------------------------------------
-
-_WORD_TEXT = (
-    "the of and to in is that for it as with was on be by at this from or have an are not "
-    "which but all were when we there can been has more if will one would so what their about "
-    "out up into than them some could time these two may then first any like other its now "
-    "over such only new most also after used made many before must through back years where "
-    "much your way well down should because each just those people how too little state good "
-    "very make world still own see men work long get here between both life being under never "
-    "day same another know while last might us great old year off come since against go came "
-    "right take three himself few house use during without again place around however home "
-    "small found thought went say part once general high upon school every does got united "
-    "left number course war until always away something fact though water less public put "
-    "think almost hand enough far took head yet government system better set told nothing "
-    "night end why called didn't eyes find going look asked later knew point next program "
-    "city business give group toward young days let room president side social given present "
-    "several order national possible rather second face per among form important often things "
-    "looked early white case john become large big need four within felt along children saw "
-    "best church ever least power development light report revenue invoice quarter figure "
-    "growth margin customer supplier contract review"
-)
-_WORDS = tuple(_WORD_TEXT.split())
-
-
-class TextMaker:
-    """English-like text of exact byte sizes, from a word list and a seed."""
-
-    def __init__(self, seed: int) -> None:
-        self._rng = random.Random(seed)
-
-    def text(self, size: int) -> str:
-        """ASCII sentences of exactly `size` bytes."""
-        rng, words, length, capital = self._rng, [], 0, True
-        while length < size:
-            word = rng.choice(_WORDS)
-            if capital:
-                word, capital = word.capitalize(), False
-            if rng.random() < 0.08:
-                word, capital = word + ".", True
-            words.append(word)
-            length += len(word) + 1
-        return " ".join(words)[: size - 1].rstrip(" .").ljust(size - 1, "s") + "."
-
-    def ident(self, prefix: str) -> str:
-        """A short id such as ``doc-4821``."""
-        return f"{prefix}-{self._rng.randrange(10_000)}"
-
-    def chance(self, p: float) -> bool:
-        """True with probability `p`."""
-        return self._rng.random() < p
-
-
-# Realistic runs --------------------------------------------------------------------------------
-
-
-@dataclass
-class StepPlan:
-    """What one agent step records: a model call, then a plan, tools, a delta, an answer."""
-
-    name: str
-    args: dict[str, Any]
-    observation: dict[str, Any]
-    response: dict[str, Any]
-    usage: dict[str, int]
-    patch: dict[str, Any]
-    plan: dict[str, Any] | None = None
-    tools: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
-    answer: str | None = None
-    evidence: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RunPlan:
-    """One run: its question, system prompt and steps (plan, act..., final)."""
-
-    question: str
-    system: str
-    steps: list[StepPlan]
-
-
-def _tool(tm: TextMaker) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    arguments = {"query": tm.text(620), "top_k": 3, "filters": {"source": "kb", "lang": "en"}}
-    hits = [
-        {"id": tm.ident("doc"), "title": tm.text(40), "snippet": tm.text(130), "score": 0.71}
-        for _ in range(3)
-    ]
-    return "search", arguments, {"hits": hits, "total": 3}
-
-
-def _step(tm: TextMaker, index: int, kind: str) -> StepPlan:
-    role = "user" if index == 0 else "tool"
-    step = StepPlan(
-        name=kind,
-        args={"goal": tm.text(650), "inputs": [tm.ident("fact") for _ in range(4)]},
-        observation={"role": role, "content": tm.text(350)},
-        response={"role": "assistant", "content": tm.text(150)},
-        usage={"input_tokens": 900 + 120 * index, "output_tokens": 40, "total_tokens": 0},
-        patch={
-            "facts": {tm.ident("fact"): tm.text(300), tm.ident("fact"): tm.text(200)},
-            "progress": {"step": index, "status": "ok", "summary": tm.text(120)},
-        },
-    )
-    if kind == "plan":
-        step.plan = {
-            "steps": [{"id": f"s{i}", "goal": tm.text(110), "tool": "search"} for i in range(5)]
-        }
-    elif kind == "act":
-        step.tools = [_tool(tm) for _ in range(2 if tm.chance(0.35) else 1)]
-    else:
-        step.answer = tm.text(700)
-        step.evidence = [tm.ident("doc") for _ in range(5)]
-    return step
-
-
-def make_run_plans(runs: int, steps: int = STEPS_PER_RUN, seed: int = SEED) -> list[RunPlan]:
-    """`runs` runs of `steps` steps (5 to 8 events each), built before any timing starts."""
-    tm = TextMaker(seed)
-    kinds = ["plan"] + ["act"] * (steps - 2) + ["final"]
-    return [
-        RunPlan(tm.text(200), tm.text(600), [_step(tm, i, k) for i, k in enumerate(kinds)])
-        for _ in range(runs)
-    ]
 
 
 def _record_step(run: RunRecorder, step: StepPlan, messages: list[Any], prompt: Any) -> None:
@@ -412,6 +304,7 @@ class Throughput:
     ledger_s: float = float("inf")
     raw_s: float = float("inf")
     full_s: float = float("inf")
+    ideal_s: float = float("inf")
     events: int = 0
     batches: list[int] = field(default_factory=list)
     sizes: dict[str, list[int]] = field(default_factory=dict)
@@ -502,30 +395,32 @@ def raw_write_sets(
     gc.collect()
     started = time.perf_counter()
     for write in sets:
-        conn.execute("BEGIN")
-        if write.blobs:
-            conn.executemany(
-                "INSERT OR IGNORE INTO agentledger_blobs (ref, size, encoding, data) "
-                "VALUES (?, ?, ?, ?)",
-                write.blobs,
-            )
-        conn.executemany(INSERT, write.events)
-        for action, values, tags in write.runs:
-            if action == "insert":
-                conn.execute(f"INSERT INTO agentledger_runs VALUES ({','.join('?' * 10)})", values)
-                conn.executemany(
-                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
-                    [(tag, values[0]) for tag in tags],
-                )
-            else:
-                conn.execute(
-                    "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                    "ended_at = ?, updated_at = ? WHERE run_id = ?",
-                    values,
-                )
-        conn.execute("COMMIT")
+        write_transaction(conn, INSERT, write.blobs, write.events, write.runs)
     seconds = time.perf_counter() - started
     conn.close()
+    return seconds
+
+
+def timed_ideal(
+    directory: Path,
+    schema: Sequence[str],
+    result: Throughput,
+    logical: Sequence[Any],
+    rows: Sequence[Row],
+) -> float:
+    """Seconds for the idealised ledger (bench/_ideal.py) to write `logical` into a fresh file.
+
+    Its event rows must be the ledger's, byte for byte: the ceiling is then measured against the
+    same baseline.
+    """
+    conn = raw_connect(directory / "ideal.db", result.pragmas)
+    for statement in schema:
+        conn.execute(statement)
+    seconds, written = ideal_pass(conn, INSERT, logical)
+    conn.close()
+    if written != list(rows):
+        msg = "the idealised ledger wrote other event bytes than the ledger"
+        raise AssertionError(msg)
     return seconds
 
 
@@ -540,8 +435,12 @@ def measure_throughput(record: Any, *, per_event: bool) -> Throughput:
     if [len(b) for b in batches] != [len(w.events) for w in sets]:
         msg = "the baseline's batches differ from the ledger's transactions"
         raise AssertionError(msg)
+    logical = logical_sets(sets)
     for _ in range(REPEATS):  # interleaved, best of each, so drift hits all alike
         result.ledger_s = min(result.ledger_s, _ledger_pass(record))
+        with fresh_dir() as directory:
+            ideal = timed_ideal(directory, schema, result, logical, rows)
+            result.ideal_s = min(result.ideal_s, ideal)
         with fresh_dir() as directory:
             result.raw_s = min(result.raw_s, raw_insert(directory, create, result.pragmas, batches))
         with fresh_dir() as directory:
@@ -607,7 +506,28 @@ def _throughput_rows(
             f"ledger's own work)"
         ),
     }
-    return [main, info]
+    ideal = events_per_s(result.events, result.ideal_s)
+    ceiling = {
+        "name": f"{tag} idealised ledger: only the mandated hashing, packing and writes (info)",
+        "value": round(ideal),
+        "baseline": round(baseline),
+        "ratio": round(ideal / baseline, 3),
+        "target": None,
+        "unit": "events/s",
+        "higher_is_better": True,
+        "note": (
+            f"({tag.strip('[]')}, info) the ceiling of this design in Python (bench/_ideal.py): "
+            f"canonical JSON, SHA-256 of every envelope and blob, the ledger's packing and its "
+            f"exact statements, writing byte-identical rows, with no validation and no objects; "
+            f"a correct ledger does more, and reaches {value / ideal:.3f}x of it"
+        ),
+    }
+    return [main, info, ceiling]
+
+
+def events_per_s(events: int, seconds: float) -> float:
+    """Throughput, events per second."""
+    return events / seconds
 
 
 def bench_batched(quick: bool) -> list[dict[str, Any]]:
@@ -646,56 +566,60 @@ def bench_per_event(quick: bool) -> list[dict[str, Any]]:
 # c.: bytes on disk -----------------------------------------------------------------------------
 
 
-def make_conversation(
-    calls: int = CONVERSATION_CALLS, seed: int = SEED + 2
-) -> list[tuple[dict[str, str], dict[str, str]]]:
-    """Per call: the ~400-byte user/tool message it appends, and its ~100-byte answer."""
-    tm = TextMaker(seed)
-    return [
-        (
-            {"role": "user" if i % 2 == 0 else "tool", "content": tm.text(USER_BYTES)},
-            {"role": "assistant", "content": tm.text(ASSISTANT_BYTES)},
-        )
-        for i in range(calls)
-    ]
-
-
-def unique_content_bytes(conversation: Sequence[tuple[dict[str, str], dict[str, str]]]) -> int:
-    """Sum of the distinct message contents' UTF-8 bytes."""
-    distinct = {m["content"] for pair in conversation for m in pair}
-    return sum(len(text.encode()) for text in distinct)
+def record_conversation(ledger: Ledger, conversation: Conversation) -> None:
+    """Record the conversation as one run, one model call per turn."""
+    with ledger.record_run("bench-chat", input="a long conversation") as run:
+        history: list[dict[str, str]] = []
+        for message, answer in conversation:
+            history.append(message)
+            run.model_call(
+                provider="bench",
+                model="bench-model-1",
+                messages=history,
+                response=answer,
+                params=PARAMS,
+                usage={"input_tokens": 100, "output_tokens": 25, "total_tokens": 125},
+                latency_ms=640.0,
+                finish_reason="stop",
+            )
+            history.append(answer)
 
 
 def ledger_conversation_size(
-    conversation: Sequence[tuple[dict[str, str], dict[str, str]]],
+    conversation: Conversation,
 ) -> tuple[int, dict[str, int], tuple[int, int]]:
-    """Record the conversation (one model call per turn) and measure the file."""
+    """Record the conversation and measure the file."""
     with fresh_dir() as directory:
         ledger, db = open_ledger(directory)
-        with ledger.record_run("bench-chat", input="a long conversation") as run:
-            history: list[dict[str, str]] = []
-            for message, answer in conversation:
-                history.append(message)
-                run.model_call(
-                    provider="bench",
-                    model="bench-model-1",
-                    messages=history,
-                    response=answer,
-                    params=PARAMS,
-                    usage={"input_tokens": 100, "output_tokens": 25, "total_tokens": 125},
-                    latency_ms=640.0,
-                    finish_reason="stop",
-                )
-                history.append(answer)
+        record_conversation(ledger, conversation)
         ledger.close()
         blobs = blob_stats(db)
         size, per_table = checkpointed_size(db)
         return size, per_table, blobs
 
 
-def naive_conversation_size(
-    conversation: Sequence[tuple[dict[str, str], dict[str, str]]], pragmas: dict[str, Any]
-) -> tuple[int, int]:
+def stream_packed_size(conversation: Conversation, pragmas: dict[str, Any]) -> tuple[int, int]:
+    """(c, info) The ledger's own event rows with all its blobs packed as one Zstandard stream.
+
+    What packing across messages could reach if a run's content were compressed together (a
+    storage-format v2): returns (file bytes, packed blob bytes). The ledger packs each blob on
+    its own, because each must be readable by its ref and written in its event's transaction.
+    """
+    _, schema, rows, sets, _ = capture_pass(lambda led: record_conversation(led, conversation))
+    content = b"".join(unpack_blob(enc, data) for w in sets for _, _, enc, data in w.blobs)
+    packed = zstandard.ZstdCompressor(level=3).compress(content)
+    with fresh_dir() as directory:
+        db = directory / "stream.db"
+        conn = raw_connect(db, pragmas)
+        for statement in schema:
+            conn.execute(statement)
+        write_transaction(conn, INSERT, [("stream", len(content), "zstd", packed)], rows, [])
+        conn.close()
+        size, _ = checkpointed_size(db)
+    return size, len(packed)
+
+
+def naive_conversation_size(conversation: Conversation, pragmas: dict[str, Any]) -> tuple[int, int]:
     """A store keeping every request's full message list: (file bytes, logical bytes)."""
     with fresh_dir() as directory:
         db = directory / "naive.db"
@@ -730,6 +654,7 @@ def bench_bytes() -> list[dict[str, Any]]:
         pragmas = ledger_pragmas(ledger)
         ledger.close()
     naive, naive_logical = naive_conversation_size(conversation, pragmas)
+    stream, stream_blobs = stream_packed_size(conversation, pragmas)
     tables = Counter[str]()
     for name, pages in per_table.items():
         if name.startswith("sqlite_autoindex_agentledger_events"):
@@ -755,6 +680,21 @@ def bench_bytes() -> list[dict[str, Any]]:
                 f" {blob_rows} blob rows holding {blob_bytes:,} B"
             ),
             "details": {"pages_by_table": per_table, "blob_rows": blob_rows},
+        },
+        {
+            "name": f"[c] same events, every blob packed as one stream ({calls} calls, info)",
+            "value": stream,
+            "baseline": unique,
+            "ratio": round(stream / unique, 3),
+            "target": None,
+            "unit": "B",
+            "higher_is_better": False,
+            "note": (
+                f"(c, info) the ledger's event rows as stored plus its {blob_rows} blobs packed "
+                f"together as one Zstandard stream (level 3): {stream_blobs:,} B against "
+                f"{blob_bytes:,} B packed one by one; the bound for packing across messages, "
+                f"which needs a storage-format v2 (blobs readable by ref from a run's stream)"
+            ),
         },
         {
             "name": f"[c] naive store, full message list per call ({calls} calls, info)",

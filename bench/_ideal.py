@@ -1,0 +1,141 @@
+"""An idealised ledger: the least work the design mandates, as a ceiling for targets (a) and (b).
+
+It replays the ledger's own captured transactions from their logical content and does only what
+no implementation of DESIGN.md can skip: the canonical JSON of every payload and blob (here a
+sorted ``json.dumps``, which is never slower than RFC 8785), SHA-256 of every envelope on the
+run's chain and of every blob, the packing the ledger uses (`pack_state`, `pack_blob`), and the
+same statements in the same transactions (events, blobs, runs index). No pydantic, no
+JSON-native checks, no run aggregate, no recorder objects: a correct ledger must do more, so its
+figure is an upper bound for any ledger of this design written in Python on this machine.
+
+`logical_sets` rebuilds the input from the captured write sets; `ideal_pass` times the writer and
+returns its event rows, which the caller checks are byte-for-byte the ledger's own, so the ceiling
+is measured against the same baseline as the ledger.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentledger.ledger._codec import pack_blob, pack_state, unpack_blob, unpack_state
+
+__all__ = ["LogicalSet", "ideal_pass", "logical_sets", "write_transaction"]
+
+_DOMAIN = b"agentledger/event/v1\n"
+_GENESIS = "0" * 64
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+).encode
+
+Row = tuple[str, int, str, bytes]
+# (run id hex, position, kind, payload, timestamp, event id, schema version)
+LogicalEvent = tuple[str, int, str, Any, str, str, int]
+
+
+@dataclass
+class LogicalSet:
+    """One ledger transaction's logical content: events, blob values and runs-index statements."""
+
+    events: list[LogicalEvent]
+    blobs: list[Any]
+    runs: list[tuple[str, tuple[Any, ...], list[str]]]
+
+
+def logical_sets(sets: Sequence[Any]) -> list[LogicalSet]:
+    """The logical content of captured write sets (`bench_ledger.WriteSet`), untimed."""
+    out: list[LogicalSet] = []
+    for write in sets:
+        events: list[LogicalEvent] = []
+        for run_hex, position, kind, state in write.events:
+            body = json.loads(unpack_state(state))
+            events.append(
+                (run_hex, position, kind, body["payload"], body["ts"], body["id"], body["v"])
+            )
+        blobs = [json.loads(unpack_blob(encoding, data)) for _, _, encoding, data in write.blobs]
+        out.append(LogicalSet(events, blobs, write.runs))
+    return out
+
+
+def write_transaction(
+    conn: sqlite3.Connection,
+    insert_events: str,
+    blob_rows: Sequence[tuple[str, int, str, bytes]],
+    event_rows: Sequence[Row],
+    runs: Sequence[tuple[str, tuple[Any, ...], list[str]]],
+) -> None:
+    """One ledger transaction's statements, as ledger/_backends.py issues them, in one commit."""
+    conn.execute("BEGIN")
+    if blob_rows:
+        conn.executemany(
+            "INSERT OR IGNORE INTO agentledger_blobs (ref, size, encoding, data) "
+            "VALUES (?, ?, ?, ?)",
+            blob_rows,
+        )
+    conn.executemany(insert_events, event_rows)
+    for action, values, tags in runs:
+        if action == "insert":
+            conn.execute(f"INSERT INTO agentledger_runs VALUES ({','.join('?' * 10)})", values)
+            conn.executemany(
+                "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
+                [(tag, values[0]) for tag in tags],
+            )
+        else:
+            conn.execute(
+                "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
+                "ended_at = ?, updated_at = ? WHERE run_id = ?",
+                values,
+            )
+    conn.execute("COMMIT")
+
+
+def _run_uuid(run_hex: str) -> str:
+    h = run_hex
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def ideal_pass(
+    conn: sqlite3.Connection, insert_events: str, sets: Sequence[LogicalSet]
+) -> tuple[float, list[Row]]:
+    """Seconds for the idealised ledger to hash, pack and write `sets` on `conn`; its event rows.
+
+    `conn` is a fresh autocommit connection on a database holding the ledger's schema.
+    """
+    heads: dict[str, str] = {}
+    written: list[Row] = []
+    gc.collect()
+    started = time.perf_counter()
+    for write in sets:
+        blob_rows = []
+        for value in write.blobs:
+            canonical = _ENCODE(value).encode()
+            ref = "sha256:" + hashlib.sha256(canonical).hexdigest()
+            encoding, data = pack_blob(canonical)
+            blob_rows.append((ref, len(canonical), encoding, data))
+        event_rows: list[Row] = []
+        for run_hex, position, kind, payload, ts, event_id, version in write.events:
+            prev = heads.get(run_hex, _GENESIS)
+            payload_jcs = _ENCODE(payload).encode()
+            envelope = (
+                f'{{"event_id":"{event_id}","kind":"{kind}","payload":'.encode()
+                + payload_jcs
+                + f',"position":{position},"prev":"{prev}","run_id":"{_run_uuid(run_hex)}",'
+                f'"timestamp":"{ts}","version":{version}}}'.encode()
+            )
+            digest = hashlib.sha256(_DOMAIN + envelope).hexdigest()
+            state = pack_state(
+                f'{{"hash":"{digest}","id":{json.dumps(event_id)},"payload":'.encode()
+                + payload_jcs
+                + f',"prev":"{prev}","ts":"{ts}","v":{version}}}'.encode()
+            )
+            event_rows.append((run_hex, position, kind, state))
+            heads[run_hex] = digest
+        write_transaction(conn, insert_events, blob_rows, event_rows, write.runs)
+        written.extend(event_rows)
+    return time.perf_counter() - started, written
