@@ -491,43 +491,40 @@ def _throughput_rows(
             "pragmas": result.pragmas,
         },
     }
-    info = {
-        "name": f"{tag} raw sqlite3 writing the ledger's whole write set (info)",
-        "value": round(full),
+    what = tag.strip("[]")
+    floor = _info_row(
+        f"{tag} raw sqlite3 writing the ledger's whole write set (info)",
+        full,
+        baseline,
+        f"({what}, info) the floor the schema sets: the ledger's exact transactions (events + "
+        f"blobs + runs index) written by raw sqlite3, same PRAGMAs; the ledger reaches "
+        f"{value / full:.3f}x of it (the rest of the gap is the ledger's own work)",
+    )
+    ideal = result.events / result.ideal_s
+    ceiling = _info_row(
+        f"{tag} idealised ledger: only the mandated hashing, packing and writes (info)",
+        ideal,
+        baseline,
+        f"({what}, info) the ceiling of this design in Python (bench/_ideal.py): canonical "
+        f"JSON, SHA-256 of every envelope and blob, the ledger's packing and its exact "
+        f"statements, writing byte-identical rows, with no validation and no objects; a "
+        f"correct ledger does more, and reaches {value / ideal:.3f}x of it",
+    )
+    return [main, floor, ceiling]
+
+
+def _info_row(name: str, value: float, baseline: float, note: str) -> dict[str, Any]:
+    """An information row in events/s against the same baseline (no target)."""
+    return {
+        "name": name,
+        "value": round(value),
         "baseline": round(baseline),
-        "ratio": round(full / baseline, 3),
+        "ratio": round(value / baseline, 3),
         "target": None,
         "unit": "events/s",
         "higher_is_better": True,
-        "note": (
-            f"({tag.strip('[]')}, info) the floor the schema sets: the ledger's exact "
-            f"transactions (events + blobs + runs index) written by raw sqlite3, same PRAGMAs; "
-            f"the ledger reaches {value / full:.3f}x of it (the rest of the gap is the "
-            f"ledger's own work)"
-        ),
+        "note": note,
     }
-    ideal = events_per_s(result.events, result.ideal_s)
-    ceiling = {
-        "name": f"{tag} idealised ledger: only the mandated hashing, packing and writes (info)",
-        "value": round(ideal),
-        "baseline": round(baseline),
-        "ratio": round(ideal / baseline, 3),
-        "target": None,
-        "unit": "events/s",
-        "higher_is_better": True,
-        "note": (
-            f"({tag.strip('[]')}, info) the ceiling of this design in Python (bench/_ideal.py): "
-            f"canonical JSON, SHA-256 of every envelope and blob, the ledger's packing and its "
-            f"exact statements, writing byte-identical rows, with no validation and no objects; "
-            f"a correct ledger does more, and reaches {value / ideal:.3f}x of it"
-        ),
-    }
-    return [main, info, ceiling]
-
-
-def events_per_s(events: int, seconds: float) -> float:
-    """Throughput, events per second."""
-    return events / seconds
 
 
 def bench_batched(quick: bool) -> list[dict[str, Any]]:
