@@ -2,7 +2,10 @@
 
 Line 1 is a header; then one line per event (the full envelope with its hash); then one line per
 blob the run refers to (directly or through other blobs), with its content. Import verifies the
-file with the same code as `Ledger.verify` and writes nothing unless it is intact.
+file with the same code as `Ledger.verify` and writes nothing unless it is intact. It commits in
+batches of `_IMPORT_BATCH` events (one very large save stalls the PostgreSQL module); a run the
+ledger already holds the start of takes the events that follow, so an interrupted import is
+completed by importing the same file again.
 Must not know agents.
 """
 
@@ -128,17 +131,31 @@ def import_run(ledger: Ledger, path: str | os.PathLike[str]) -> str:
     problems += [str(p) for p in report.problems]
     if problems:
         raise ImportRefusedError(str(path), problems)
-    if run_id in ledger.run_ids():
-        existing = [r.hash for r in ledger.events(run_id)]
-        if existing == [r.hash for r in records]:
-            return run_id
-        raise ImportRefusedError(str(path), [f"run {run_id} already exists with other events"])
-    _write(ledger, records, blobs)
-    return run_id
+    if run_id not in ledger.run_ids():
+        _write(ledger, records, blobs)
+        return run_id
+    existing = [r.hash for r in ledger.events(run_id)]
+    incoming = [r.hash for r in records]
+    if incoming[: len(existing)] == existing:
+        # The ledger holds the start of this very chain: an import cut short (it commits in
+        # batches) or an earlier export of the run. The file is verified whole, so what follows
+        # links to the existing head; importing again completes the run.
+        if len(incoming) > len(existing):
+            _write(ledger, records[len(existing) :], blobs, run=ledger.load(run_id))
+        return run_id
+    if existing[: len(incoming)] == incoming:
+        return run_id  # an earlier export of a run that went on here: nothing new
+    raise ImportRefusedError(str(path), [f"run {run_id} already exists with other events"])
 
 
-def _write(ledger: Ledger, records: list[RecordedEvent], blobs: dict[str, bytes]) -> None:
-    run: Run | None = None
+def _write(
+    ledger: Ledger,
+    records: list[RecordedEvent],
+    blobs: dict[str, bytes],
+    run: Run | None = None,
+) -> None:
+    """Write a run's `records`, or those that follow `run`'s last event, in batches."""
+    new = run is None
     rows = [encode_blob(ref, data) for ref, data in blobs.items()]
     status = "running"
     for start in range(0, len(records), _IMPORT_BATCH):
@@ -168,8 +185,8 @@ def _write(ledger: Ledger, records: list[RecordedEvent], blobs: dict[str, bytes]
             head_hash=chunk[-1].hash,
             status=status,
             updated_at=chunk[-1].timestamp,
-            started=records[0].payload if start == 0 else None,
-            tags=tuple(records[0].payload.get("tags", ())) if start == 0 else (),
+            started=records[0].payload if new and start == 0 else None,
+            tags=tuple(records[0].payload.get("tags", ())) if new and start == 0 else (),
         )
         try:
             ledger._store.events.put(

@@ -20,6 +20,7 @@ import pytest
 from agentledger.ledger import (
     GENESIS,
     ConcurrencyError,
+    ImportRefusedError,
     Ledger,
     RecordedEvent,
     RunClosedError,
@@ -443,6 +444,67 @@ def test_export_then_import_into_a_fresh_ledger_keeps_every_hash(
         assert again.read_bytes() == exported.read_bytes()
         assert fresh.import_file(exported) == run_id
         assert len(fresh.events(run_id)) == len(original)
+
+
+def _export_prefix(full: Path, out: Path, events: int) -> Path:
+    """The file an export of the run's first `events` events would be (with all its blobs)."""
+    header, *lines = full.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if json.loads(line)["type"] == "event"][:events]
+    blobs = [line for line in lines if json.loads(line)["type"] == "blob"]
+    out.write_text(
+        "\n".join([json.dumps({**json.loads(header), "events": events}), *kept, *blobs]) + "\n",
+        encoding="utf-8",
+    )
+    return out
+
+
+def test_an_import_cut_short_is_completed_by_importing_the_file_again(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """Import commits in batches; a ledger left holding the run's first events takes the rest.
+
+    The state an interrupted import leaves is the same as importing the first events only.
+    """
+    with Ledger.open("memory://") as source:
+        run_id = record_rich_run(source)
+        full = tmp_path / "run.jsonl"
+        source.export_run(run_id, full)
+        original = [r.envelope() for r in source.events(run_id)]
+    assert ledger.import_file(_export_prefix(full, tmp_path / "part.jsonl", 4)) == run_id
+    assert (ledger.run(run_id).status, ledger.run(run_id).event_count) == ("running", 4)
+    assert ledger.import_file(full) == run_id
+    assert [r.envelope() for r in ledger.events(run_id)] == original
+    info = ledger.run(run_id)
+    assert (info.status, info.event_count, info.tags) == ("completed", len(original), ("eval",))
+    assert ledger.verify().ok
+
+
+def test_an_earlier_export_of_a_run_imports_as_nothing_new(ledger: Ledger, tmp_path: Path) -> None:
+    """A file holding the first events of a run the ledger has in full changes nothing."""
+    run_id = record_rich_run(ledger)
+    full = tmp_path / "run.jsonl"
+    ledger.export_run(run_id, full)
+    before = [r.envelope() for r in ledger.events(run_id)]
+    assert ledger.import_file(_export_prefix(full, tmp_path / "part.jsonl", 5)) == run_id
+    assert [r.envelope() for r in ledger.events(run_id)] == before
+    assert ledger.run(run_id).status == "completed"
+
+
+def test_a_run_that_exists_with_other_events_is_refused_and_left_as_it_was(
+    ledger: Ledger, ledger_url: str, tmp_path: Path
+) -> None:
+    """Same run id, another chain: the import is refused and the ledger's run is unchanged."""
+    run_id = record_rich_run(ledger)
+    before = [r.envelope() for r in ledger.events(run_id)]
+    with Ledger.open("memory://", clock=StepClock(), ids=SequentialIds(ledger_url)) as other:
+        with other.record_run("another", input="something else") as run:
+            run.answer("a different run under the same id")
+        assert run.run_id == run_id
+        other.export_run(run_id, tmp_path / "other.jsonl")
+    with pytest.raises(ImportRefusedError, match="already exists with other events"):
+        ledger.import_file(tmp_path / "other.jsonl")
+    assert [r.envelope() for r in ledger.events(run_id)] == before
+    assert ledger.verify().ok
 
 
 @pytest.mark.parametrize("text", ["line\u2028separator", "para\u2029graph", "next\x85line"])
