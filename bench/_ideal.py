@@ -3,7 +3,8 @@
 It replays the ledger's own captured transactions from their logical content and does only what
 no implementation of DESIGN.md can skip: the canonical JSON of every payload and blob (here a
 sorted ``json.dumps``, which is never slower than RFC 8785), SHA-256 of every envelope on the
-run's chain and of every blob, the packing the ledger uses (`pack_state`, `pack_blob`), and the
+run's chain and of every blob, and the stored state and packing, all through the ledger's own
+functions (`hash_envelope_with_payload_bytes`, `state_bytes`, `blob_ref`, `pack_blob`), and the
 same statements in the same transactions (events, blobs, runs index). No pydantic, no
 JSON-native checks, no run aggregate, no recorder objects: a correct ledger must do more, so its
 figure is an upper bound for any ledger of this design written in Python on this machine.
@@ -16,27 +17,27 @@ is measured against the same baseline as the ledger.
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
-from agentledger.ledger._codec import pack_blob, pack_state, unpack_blob, unpack_state
+from agentledger.ledger._codec import pack_blob, unpack_blob, unpack_state
+from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
+from agentledger.ledger._mapper import state_bytes
 
 __all__ = ["LogicalSet", "ideal_pass", "logical_sets", "write_transaction"]
 
-_DOMAIN = b"agentledger/event/v1\n"
-_GENESIS = "0" * 64
 _ENCODE = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
 ).encode
 
 Row = tuple[str, int, str, bytes]
-# (run id hex, position, kind, payload, timestamp, event id, schema version)
-LogicalEvent = tuple[str, int, str, Any, str, str, int]
+# (run id hex, run id, position, kind, payload, timestamp, event id, schema version)
+LogicalEvent = tuple[str, str, int, str, Any, str, str, int]
 
 
 @dataclass
@@ -55,9 +56,9 @@ def logical_sets(sets: Sequence[Any]) -> list[LogicalSet]:
         events: list[LogicalEvent] = []
         for run_hex, position, kind, state in write.events:
             body = json.loads(unpack_state(state))
-            events.append(
-                (run_hex, position, kind, body["payload"], body["ts"], body["id"], body["v"])
-            )
+            run_id = str(UUID(run_hex))
+            payload, ts, event_id, version = body["payload"], body["ts"], body["id"], body["v"]
+            events.append((run_hex, run_id, position, kind, payload, ts, event_id, version))
         blobs = [json.loads(unpack_blob(encoding, data)) for _, _, encoding, data in write.blobs]
         out.append(LogicalSet(events, blobs, write.runs))
     return out
@@ -95,11 +96,6 @@ def write_transaction(
     conn.execute("COMMIT")
 
 
-def _run_uuid(run_hex: str) -> str:
-    h = run_hex
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
 def ideal_pass(
     conn: sqlite3.Connection, insert_events: str, sets: Sequence[LogicalSet]
 ) -> tuple[float, list[Row]]:
@@ -115,24 +111,29 @@ def ideal_pass(
         blob_rows = []
         for value in write.blobs:
             canonical = _ENCODE(value).encode()
-            ref = "sha256:" + hashlib.sha256(canonical).hexdigest()
             encoding, data = pack_blob(canonical)
-            blob_rows.append((ref, len(canonical), encoding, data))
+            blob_rows.append((blob_ref(canonical), len(canonical), encoding, data))
         event_rows: list[Row] = []
-        for run_hex, position, kind, payload, ts, event_id, version in write.events:
-            prev = heads.get(run_hex, _GENESIS)
+        for run_hex, run_id, position, kind, payload, ts, event_id, version in write.events:
+            prev = heads.get(run_hex, GENESIS)
             payload_jcs = _ENCODE(payload).encode()
-            envelope = (
-                f'{{"event_id":"{event_id}","kind":"{kind}","payload":'.encode()
-                + payload_jcs
-                + f',"position":{position},"prev":"{prev}","run_id":"{_run_uuid(run_hex)}",'
-                f'"timestamp":"{ts}","version":{version}}}'.encode()
+            digest = hash_envelope_with_payload_bytes(
+                run_id=run_id,
+                position=position,
+                kind=kind,
+                version=version,
+                timestamp=ts,
+                event_id=event_id,
+                prev=prev,
+                payload_jcs=payload_jcs,
             )
-            digest = hashlib.sha256(_DOMAIN + envelope).hexdigest()
-            state = pack_state(
-                f'{{"hash":"{digest}","id":{json.dumps(event_id)},"payload":'.encode()
-                + payload_jcs
-                + f',"prev":"{prev}","ts":"{ts}","v":{version}}}'.encode()
+            state = state_bytes(
+                hash_=digest,
+                event_id=event_id,
+                payload_jcs=payload_jcs,
+                prev=prev,
+                ts=ts,
+                version=version,
             )
             event_rows.append((run_hex, position, kind, state))
             heads[run_hex] = digest

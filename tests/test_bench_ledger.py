@@ -46,8 +46,9 @@ def test_a_changed_payload_changes_the_idealised_rows(
     """The comparison can fail: one changed payload value changes that row and the chain after."""
     _, schema, rows, sets, result = _recorded(tmp_path, monkeypatch)
     logical = logical_sets(sets)
-    run_hex, position, kind, payload, ts, event_id, version = logical[1].events[0]
-    logical[1].events[0] = (run_hex, position, kind, {**payload, "x": 1}, ts, event_id, version)
+    run_hex, run_id, position, kind, payload, ts, event_id, version = logical[1].events[0]
+    changed = {**payload, "x": 1}
+    logical[1].events[0] = (run_hex, run_id, position, kind, changed, ts, event_id, version)
     written = _ideal_rows(tmp_path, schema, result.pragmas, logical)
     differing = [i for i, (a, b) in enumerate(zip(written, rows, strict=True)) if a != b]
     assert differing[0] == position - 1
