@@ -4,7 +4,7 @@ It replays the ledger's own captured transactions from their logical content and
 no implementation of DESIGN.md can skip: the canonical JSON of every payload and blob (here a
 sorted ``json.dumps``, which is never slower than RFC 8785), SHA-256 of every envelope on the
 run's chain and of every blob, and the stored state and packing, all through the ledger's own
-functions (`hash_envelope_with_payload_bytes`, `state_bytes`, `blob_ref`, `pack_blob`), and the
+functions (`seal`, `blob_ref`, `pack_blob`), and the
 same statements in the same transactions (events, blobs, runs index). No pydantic, no
 JSON-native checks, no run aggregate, no recorder objects: a correct ledger must do more, so its
 figure is an upper bound for any ledger of this design written in Python on this machine.
@@ -26,8 +26,8 @@ from typing import Any
 from uuid import UUID
 
 from agentledger.ledger._codec import pack_blob, unpack_blob, unpack_state
-from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
-from agentledger.ledger._mapper import state_bytes
+from agentledger.ledger._hashing import GENESIS, blob_ref
+from agentledger.ledger._mapper import seal
 
 __all__ = ["LogicalSet", "ideal_pass", "logical_sets", "write_transaction"]
 
@@ -117,7 +117,7 @@ def ideal_pass(
         for run_hex, run_id, position, kind, payload, ts, event_id, version in write.events:
             prev = heads.get(run_hex, GENESIS)
             payload_jcs = _ENCODE(payload).encode()
-            digest = hash_envelope_with_payload_bytes(
+            digest, state = seal(
                 run_id=run_id,
                 position=position,
                 kind=kind,
@@ -126,14 +126,6 @@ def ideal_pass(
                 event_id=event_id,
                 prev=prev,
                 payload_jcs=payload_jcs,
-            )
-            state = state_bytes(
-                hash_=digest,
-                event_id=event_id,
-                payload_jcs=payload_jcs,
-                prev=prev,
-                ts=ts,
-                version=version,
             )
             event_rows.append((run_hex, position, kind, state))
             heads[run_hex] = digest

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from agentledger.ledger._canonical import canonical_json, canonical_json_trusted, loads
 from agentledger.ledger._codec import unpack_blob
-from agentledger.ledger._hashing import GENESIS, blob_ref, hash_envelope_with_payload_bytes
-from agentledger.ledger._mapper import state_bytes
+from agentledger.ledger._hashing import GENESIS, blob_ref
+from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
 from agentledger.ledger._records import (
     BlobRow,
@@ -408,7 +408,7 @@ class Ledger:
             position += 1
             timestamp = self.clock.now()
             event_id = self.ids.new_id()
-            digest = hash_envelope_with_payload_bytes(
+            digest, state = seal(
                 run_id=run_id,
                 position=position,
                 kind=kind,
@@ -417,14 +417,6 @@ class Ledger:
                 event_id=event_id,
                 prev=head,
                 payload_jcs=payload_jcs,
-            )
-            state = state_bytes(
-                hash_=digest,
-                event_id=event_id,
-                payload_jcs=payload_jcs,
-                prev=head,
-                ts=timestamp,
-                version=version,
             )
             stored.append(StoredEvent(uuid, position, kind, state))
             recorded.append(

@@ -16,10 +16,11 @@ from eventsourcing.persistence import JSONTranscoder, Mapper, StoredEvent
 from eventsourcing.utils import get_topic
 
 from agentledger.ledger._codec import pack_state, unpack_state
+from agentledger.ledger._hashing import hash_envelope_with_payload_bytes
 from agentledger.ledger._ports import parse_timestamp
 from agentledger.ledger._run import Run
 
-__all__ = ["EnvelopeMapper", "state_bytes"]
+__all__ = ["EnvelopeMapper", "seal", "state_bytes"]
 
 _RUN_TOPIC = get_topic(Run)
 
@@ -33,6 +34,39 @@ def state_bytes(
         + payload_jcs
         + f',"prev":"{prev}","ts":"{ts}","v":{version}}}'.encode()
     )
+
+
+def seal(
+    *,
+    run_id: str,
+    position: int,
+    kind: str,
+    version: int,
+    timestamp: str,
+    event_id: str,
+    prev: str,
+    payload_jcs: bytes,
+) -> tuple[str, bytes]:
+    """An envelope's hash on the run's chain and its stored state, from the payload's JCS bytes."""
+    digest = hash_envelope_with_payload_bytes(
+        run_id=run_id,
+        position=position,
+        kind=kind,
+        version=version,
+        timestamp=timestamp,
+        event_id=event_id,
+        prev=prev,
+        payload_jcs=payload_jcs,
+    )
+    state = state_bytes(
+        hash_=digest,
+        event_id=event_id,
+        payload_jcs=payload_jcs,
+        prev=prev,
+        ts=timestamp,
+        version=version,
+    )
+    return digest, state
 
 
 class EnvelopeMapper(Mapper[UUID]):
