@@ -15,6 +15,7 @@ from agentledger.cli import (
     _replay_commands,
     _run_command,
     _state_command,
+    _trust_commands,
 )
 from agentledger.cli._common import CliError
 from agentledger.ledger import LedgerError
@@ -30,6 +31,7 @@ COMMAND_MODULES: tuple[Registrar, ...] = (
     _state_command.register,
     _projection_commands.register,
     _diff_command.register,
+    _trust_commands.register,
 )
 
 

@@ -32,6 +32,7 @@ from eventsourcing.sqlite import (
 from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
+from agentledger.ledger._tlog_tables import LOG_TABLES_SQLITE, postgres_log_statements
 
 __all__ = [
     "EVENTS_TABLE",
@@ -216,6 +217,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
         ]
+        statements += LOG_TABLES_SQLITE
         for table in (self.events_table_name, "agentledger_blobs"):
             for action in ("UPDATE", "DELETE"):
                 statements.append(
@@ -373,6 +375,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "END $$"
             ).format(schema),
         ]
+        self.sql_create_statements += postgres_log_statements(schema)
         for table, name in ((events, "events"), (self._blobs, "blobs")):
             self.sql_create_statements += [
                 SQL(

@@ -6,7 +6,12 @@ disk. Stored state is either
 - the envelope's canonical JSON as it is (it starts with ``{``: every row written before
   packing existed), or
 - ``0x01`` followed by one Zstandard frame (RFC 8878) of that JSON, compressed with
-  `DICTIONARY_V1` as a raw-content dictionary.
+  `DICTIONARY_V1` as a raw-content dictionary (rows written before the transparency log), or
+- ``0x02``, the event's 32-byte hash raw, then one Zstandard frame (same dictionary) of the JSON
+  with its leading ``{"hash":"<64 hex>",`` replaced by ``{``. The JSON starts with its hash
+  (RFC 8785 orders "hash" first), so this is the same content: the hash is kept in the clear so
+  that the transparency log reads an event's hash without unpacking it (`stored_hash`), and 32
+  raw bytes are smaller than 64 hex digits after packing.
 
 Blobs name their form in their ``encoding`` column: ``raw``, ``zlib`` (RFC 1950, older rows) or
 ``zstd-d1`` (a Zstandard frame with `DICTIONARY_V1`). Anyone with a Zstandard library and the
@@ -33,13 +38,18 @@ __all__ = [
     "BLOB_ENCODING_V1",
     "DICTIONARY_V1",
     "PACKED_STATE_V1",
+    "PACKED_STATE_V2",
     "pack_blob",
     "pack_state",
+    "stored_hash",
     "unpack_blob",
     "unpack_state",
 ]
 
 PACKED_STATE_V1 = b"\x01"
+PACKED_STATE_V2 = b"\x02"
+_HASH_HEAD = b'{"hash":"'
+_HASH_END = len(_HASH_HEAD) + 64
 BLOB_ENCODING_V1 = "zstd-d1"
 _LEVEL = 1  # higher levels cost more than they save on rows of a few hundred bytes
 _PACK_BLOBS_OVER = 96
@@ -109,7 +119,15 @@ def _unpack(data: bytes) -> bytes:
 
 
 def pack_state(canonical: bytes) -> bytes:
-    """The stored form of an event's canonical JSON state."""
+    """The stored form of an event's canonical JSON state (``0x02`` when it starts with a hash)."""
+    if canonical.startswith(_HASH_HEAD) and canonical[_HASH_END : _HASH_END + 2] == b'",':
+        hex_digest = canonical[len(_HASH_HEAD) : _HASH_END]
+        try:
+            digest = bytes.fromhex(hex_digest.decode("ascii"))
+        except ValueError:
+            digest = b""
+        if len(digest) == 32 and digest.hex().encode() == hex_digest:
+            return PACKED_STATE_V2 + digest + _pack(b"{" + canonical[_HASH_END + 2 :])
     return PACKED_STATE_V1 + _pack(canonical)
 
 
@@ -123,8 +141,41 @@ def unpack_state(stored: bytes) -> bytes:
         return bytes(stored)
     if head == PACKED_STATE_V1:
         return _unpack(stored[1:])
+    if head == PACKED_STATE_V2:
+        if len(stored) < 34:
+            msg = "the packed state is cut short"
+            raise ValueError(msg)
+        rest = _unpack(stored[33:])
+        if rest[:1] != b"{" or rest == b"{}":
+            msg = "the packed state does not continue an envelope"
+            raise ValueError(msg)
+        return _HASH_HEAD + bytes(stored[1:33]).hex().encode() + b'",' + rest[1:]
     msg = f"unknown stored-state form (first byte {bytes(head)!r})"
     raise ValueError(msg)
+
+
+def stored_hash(stored: bytes) -> bytes:
+    """The 32-byte hash an event's stored state records, unpacking it only in the older forms.
+
+    This is the hash as stored, not recomputed from content: the transparency log commits to
+    it, and verification recomputes it. Raises ValueError when the state is in no known form or
+    records no hash.
+    """
+    if stored[:1] == PACKED_STATE_V2 and len(stored) >= 33:
+        return bytes(stored[1:33])
+    canonical = unpack_state(stored)
+    hex_digest = canonical[len(_HASH_HEAD) : _HASH_END]
+    if not canonical.startswith(_HASH_HEAD):
+        msg = "the stored state records no hash"
+        raise ValueError(msg)
+    try:
+        digest = bytes.fromhex(hex_digest.decode("ascii"))
+    except ValueError:
+        digest = b""
+    if len(digest) != 32:
+        msg = "the stored state's hash is not 64 hex digits"
+        raise ValueError(msg)
+    return digest
 
 
 def pack_blob(canonical: bytes) -> tuple[str, bytes]:

@@ -18,14 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentledger.ledger import DICTIONARY_V1, Ledger, canonical_json, unpack_blob, unpack_state
-from agentledger.ledger._codec import pack_blob, pack_state
+from agentledger.ledger._codec import _pack, pack_blob, pack_state, stored_hash
 
 # The dictionary is part of the on-disk format: rows packed with it must unpack forever.
 DICTIONARY_V1_SHA256 = "fc4e95c426ba7e792002205c38b21214ec0112807715faabd74a27c2ec57ac91"
 
 ENVELOPE = canonical_json(
     {
-        "hash": "ab" * 32,
+        "hash": hashlib.sha256(b"an event").hexdigest(),
         "id": "0f" * 16,
         "payload": {
             "actor": "openai:gpt-4o-mini",
@@ -47,10 +47,41 @@ def test_the_dictionary_is_frozen() -> None:
 
 @given(st.binary(max_size=5000))
 def test_any_state_round_trips(data: bytes) -> None:
-    """Whatever bytes are packed come back unchanged, and packed state starts with 0x01."""
+    """Whatever bytes are packed come back unchanged (0x01 unless they start with a hash)."""
     packed = pack_state(data)
     assert packed[:1] == b"\x01"
     assert unpack_state(packed) == data
+
+
+@given(st.binary(min_size=32, max_size=32), st.binary(max_size=2000))
+def test_a_state_that_starts_with_its_hash_keeps_the_hash_in_the_clear(
+    digest: bytes, rest: bytes
+) -> None:
+    """``0x02`` + the raw 32-byte hash + the packed rest; it round-trips byte for byte."""
+    data = b'{"hash":"' + digest.hex().encode() + b'",' + rest
+    packed = pack_state(data)
+    assert packed[:1] == b"\x02"
+    assert packed[1:33] == digest
+    assert stored_hash(packed) == digest
+    assert unpack_state(packed) == data
+
+
+def test_an_uppercase_or_short_hash_is_packed_in_the_general_form() -> None:
+    """Only a lowercase 64-digit hash is kept raw: the general form loses nothing otherwise."""
+    for head in (b'{"hash":"' + b"AB" * 32 + b'",', b'{"hash":"abc",'):
+        packed = pack_state(head + b'"v":1}')
+        assert packed[:1] == b"\x01"
+        assert unpack_state(packed) == head + b'"v":1}'
+
+
+def test_the_stored_hash_is_read_from_every_form() -> None:
+    """Plain JSON, 0x01 and 0x02 rows all give the hash they record."""
+    digest = hashlib.sha256(b"an event").digest()
+    assert stored_hash(pack_state(ENVELOPE)) == digest
+    assert stored_hash(ENVELOPE) == digest
+    assert stored_hash(b"\x01" + _pack(ENVELOPE)) == digest
+    with pytest.raises(ValueError, match="records no hash"):
+        stored_hash(pack_state(b'{"v":1}'))
 
 
 @given(st.binary(max_size=5000))
@@ -69,7 +100,9 @@ def test_an_auditor_unpacks_with_zstandard_and_the_dictionary() -> None:
     )
     unpacker = zstandard.ZstdDecompressor(dict_data=dictionary)
     packed = pack_state(ENVELOPE)
-    assert unpacker.decompress(packed[1:]) == ENVELOPE
+    assert packed[:1] == b"\x02"
+    rest = unpacker.decompress(packed[33:])
+    assert b'{"hash":"' + packed[1:33].hex().encode() + b'",' + rest[1:] == ENVELOPE
     encoding, stored = pack_blob(ENVELOPE)
     assert encoding == "zstd-d1"
     assert unpacker.decompress(stored) == ENVELOPE
@@ -95,7 +128,8 @@ def test_small_blobs_are_stored_raw() -> None:
 @pytest.mark.parametrize(
     ("stored", "words"),
     [
-        (b"\x02" + pack_state(ENVELOPE)[1:], "unknown stored-state form"),
+        (b"\x03" + pack_state(ENVELOPE)[1:], "unknown stored-state form"),
+        (pack_state(ENVELOPE)[:30], "cut short"),
         (b"", "unknown stored-state form"),
         (pack_state(ENVELOPE)[:20], "cut short"),
         (pack_state(ENVELOPE) + b"junk", "bytes follow"),
@@ -130,6 +164,6 @@ def test_a_recorded_run_is_stored_packed(tmp_path: Path) -> None:
         states = [bytes(s) for (s,) in conn.execute("SELECT state FROM agentledger_events")]
         encodings = {e for (e,) in conn.execute("SELECT encoding FROM agentledger_blobs")}
     conn.close()
-    assert all(s[:1] == b"\x01" for s in states)
+    assert all(s[:1] == b"\x02" for s in states)
     assert "zstd-d1" in encodings
     assert [e.kind for e in events] == ["RunStarted", "ModelCalled", "RunCompleted"]

@@ -127,6 +127,9 @@ class Database:
     def state(self, run_id: str, position: int) -> bytes:
         """The stored state of one event, unpacked: its envelope's JSON."""
         packed = self.packed_state(run_id, position)
+        if packed[:1] == b"\x02":  # the hash raw, then the rest of the JSON packed
+            rest = inflate(packed[33:])
+            return b'{"hash":"' + packed[1:33].hex().encode() + b'",' + rest[1:]
         assert packed[:1] == b"\x01", "new rows are packed"
         return inflate(packed[1:])
 

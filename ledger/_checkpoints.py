@@ -1,0 +1,263 @@
+"""Signed checkpoints of the transparency log: issuing, publishing, opening, proving.
+
+A checkpoint is the C2SP ``tlog-checkpoint`` body (origin, tree size, root) signed as a C2SP
+``signed-note`` with the operator's Ed25519 key. The origin is the signing key's name, so it
+lives with the key (and the verifier key an auditor holds), never only in the database.
+Publishing appends the checkpoint, numbered, to a directory outside the database (the simplest
+witness) only when the log proves it consistent with the last one published there. Must not
+know events' meaning.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentledger.ledger import merkle
+from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
+from agentledger.ledger._tlog import TransparencyLog, TransparencyLogError
+from agentledger.ledger.errors import LedgerError
+from agentledger.ledger.signed_note import (
+    NoteError,
+    open_note,
+    read_verifier_key,
+    sign_note,
+    verifier_key_of,
+)
+
+__all__ = [
+    "CheckpointError",
+    "OpenedCheckpoint",
+    "check_inclusion",
+    "check_split_view",
+    "inclusion",
+    "issue_checkpoint",
+    "open_checkpoint",
+    "publish_checkpoint",
+    "published_checkpoints",
+    "read_checkpoints",
+    "split_note",
+]
+
+_PUBLISHED = re.compile(r"^(\d{8})\.checkpoint$")
+
+
+class CheckpointError(LedgerError):
+    """A checkpoint cannot be issued, published or trusted: `reason` says which and why.
+
+    `reason` is one of "bad signature", "malformed", "wrong origin", "rolled back", "forked",
+    "not of this ledger", "unreadable".
+    """
+
+    def __init__(self, reason: str, detail: str, source: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{reason}: {detail}")
+
+
+@dataclass(frozen=True)
+class OpenedCheckpoint:
+    """A checkpoint whose signature was verified: its body, note text and signer names."""
+
+    checkpoint: Checkpoint
+    note: str
+    signers: tuple[str, ...]
+    source: str = ""
+
+
+def open_checkpoint(
+    note: str, verifier_keys: Sequence[str], *, source: str = ""
+) -> OpenedCheckpoint:
+    """Verify a signed checkpoint against `verifier_keys` and parse its body.
+
+    The origin must be the name of a key that signed it: a checkpoint signed by the right key
+    for another log, or with an origin line no key vouches for, is refused.
+    """
+    keys = [read_verifier_key(k) for k in verifier_keys]
+    if not keys:
+        raise CheckpointError("bad signature", "no verifier key given", source)
+    try:
+        opened = open_note(note, keys)
+    except NoteError as e:
+        raise CheckpointError("bad signature", str(e), source) from None
+    try:
+        checkpoint = Checkpoint.parse(opened.text)
+    except CheckpointFormatError as e:
+        raise CheckpointError("malformed", str(e), source) from None
+    signers = tuple(s.name for s in opened.signatures)
+    if checkpoint.origin not in signers:
+        detail = (
+            f"the checkpoint's origin is {checkpoint.origin!r} but it is signed by "
+            f"{', '.join(repr(s) for s in signers)}"
+        )
+        raise CheckpointError("wrong origin", detail, source)
+    return OpenedCheckpoint(checkpoint, note, signers, source)
+
+
+def issue_checkpoint(log: TransparencyLog, signer_key: str) -> tuple[str, Checkpoint]:
+    """Integrate pending events and sign a checkpoint of the whole log; return (note, body)."""
+    origin = _origin(signer_key)
+    head = log.integrate()
+    checkpoint = Checkpoint(origin=origin, size=head.size, root=head.root)
+    note = sign_note(checkpoint.body(), signer_key)
+    log.tables.add_checkpoint(head.size, head.root, note)
+    return note, checkpoint
+
+
+def _origin(signer_key: str) -> str:
+    verifier = verifier_key_of(signer_key)
+    return verifier.split("+", 1)[0]
+
+
+def published_checkpoints(directory: Path) -> list[Path]:
+    """The checkpoint files in a publication directory, in publication order."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _PUBLISHED.match(p.name))
+
+
+def read_checkpoints(paths: Iterable[Path], verifier_keys: Sequence[str]) -> list[OpenedCheckpoint]:
+    """Open every checkpoint file (a file, or each file of a publication directory)."""
+    opened: list[OpenedCheckpoint] = []
+    for path in paths:
+        files = published_checkpoints(path) if path.is_dir() else [path]
+        if path.is_dir() and not files:
+            raise CheckpointError("unreadable", "no NNNNNNNN.checkpoint files", str(path))
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise CheckpointError("unreadable", str(e), str(file)) from None
+            opened.append(open_checkpoint(text, verifier_keys, source=str(file)))
+    return opened
+
+
+def check_split_view(checkpoints: Sequence[OpenedCheckpoint]) -> list[str]:
+    """Pairs of checkpoints of one origin that cannot both be true (same size, other roots)."""
+    seen: dict[tuple[str, int], OpenedCheckpoint] = {}
+    problems: list[str] = []
+    for opened in checkpoints:
+        body = opened.checkpoint
+        key = (body.origin, body.size)
+        other = seen.setdefault(key, opened)
+        if other.checkpoint.root != body.root:
+            problems.append(
+                f"two checkpoints of {body.origin!r} at size {body.size} have different roots "
+                f"({other.source or 'one'} and {opened.source or 'another'}): split view"
+            )
+    return problems
+
+
+def publish_checkpoint(log: TransparencyLog, note: str, signer_key: str, directory: Path) -> Path:
+    """Append a checkpoint to `directory` if the log proves it extends the last one there.
+
+    Files are ``00000001.checkpoint``, ``00000002.checkpoint``, ...; each is created exclusively,
+    never overwritten. Refuses a checkpoint smaller than the last published (rolled back), or one
+    the log cannot prove consistent with it (forked).
+    """
+    vkey = verifier_key_of(signer_key)
+    new = open_checkpoint(note, [vkey]).checkpoint
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = published_checkpoints(directory)
+    if existing:
+        last_path = existing[-1]
+        last = read_checkpoints([last_path], [vkey])[0].checkpoint
+        _check_extends(log, last, new, str(last_path))
+        number = int(_PUBLISHED.match(last_path.name).group(1)) + 1  # type: ignore[union-attr]
+    else:
+        number = 1
+    path = directory / f"{number:08d}.checkpoint"
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(note)
+    return path
+
+
+def _check_extends(log: TransparencyLog, old: Checkpoint, new: Checkpoint, source: str) -> None:
+    if new.size < old.size:
+        detail = f"the log has {new.size} leaves, fewer than the {old.size} already published"
+        raise CheckpointError("rolled back", detail, source)
+    if new.size == old.size:
+        if new.root != old.root:
+            detail = f"size {new.size} was published with another root"
+            raise CheckpointError("forked", detail, source)
+        return
+    if old.size == 0:
+        return
+    try:
+        proof = log.consistency_proof(old.size, new.size)
+        merkle.verify_consistency(old.size, new.size, old.root, new.root, proof)
+    except (merkle.ProofError, TransparencyLogError) as e:
+        detail = f"the log cannot prove it extends the published checkpoint: {e}"
+        raise CheckpointError("forked", detail, source) from None
+
+
+def split_note(note: str) -> str:
+    """The text of a signed note (what its signatures cover), without checking them."""
+    end = note.rfind("\n\n")
+    if end < 0:
+        detail = "not a signed note: no blank line before its signatures"
+        raise CheckpointError("malformed", detail)
+    return note[: end + 1]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def inclusion(
+    log: TransparencyLog, checkpoint: Checkpoint, run_id: str, position: int, event_hash: str
+) -> dict[str, Any]:
+    """An inclusion proof of one event in a checkpoint's tree, as JSON-ready values."""
+    index = log.leaf_index(run_id, position)
+    if index is None or index >= checkpoint.size:
+        detail = f"run {run_id} position {position} is not in the checkpoint's tree"
+        raise CheckpointError("not of this ledger", detail)
+    if log.size() < checkpoint.size or log.root(checkpoint.size) != checkpoint.root:
+        detail = "this ledger's log does not have the checkpoint's root at its size"
+        raise CheckpointError("not of this ledger", detail)
+    proof = log.inclusion_proof(index, checkpoint.size)
+    leaf = merkle.leaf_hash(bytes.fromhex(event_hash))
+    try:
+        merkle.verify_inclusion(index, checkpoint.size, leaf, proof, checkpoint.root)
+    except merkle.ProofError as e:
+        detail = f"the stored log cannot prove run {run_id} position {position}: {e}"
+        raise CheckpointError("not of this ledger", detail) from None
+    return {
+        "run_id": run_id,
+        "position": position,
+        "event_hash": event_hash,
+        "leaf_index": index,
+        "tree_size": checkpoint.size,
+        "root": _b64(checkpoint.root),
+        "proof": [_b64(p) for p in proof],
+    }
+
+
+def check_inclusion(item: dict[str, Any], checkpoint: Checkpoint, event_hash: str) -> str | None:
+    """Check one exported inclusion proof against a checkpoint; None, or what is wrong."""
+    try:
+        proof = [base64.b64decode(p, validate=True) for p in item["proof"]]
+        index = item["leaf_index"]
+        if not isinstance(index, int) or isinstance(index, bool):
+            return "leaf_index is not an integer"
+        if item.get("tree_size") != checkpoint.size:
+            return f"the proof is for a tree of {item.get('tree_size')}, not {checkpoint.size}"
+        leaf = merkle.leaf_hash(bytes.fromhex(event_hash))
+        merkle.verify_inclusion(index, checkpoint.size, leaf, proof, checkpoint.root)
+    except (KeyError, TypeError, ValueError) as e:
+        return f"the inclusion proof does not verify: {e}"
+    return None
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for proofs."""
+    return json.dumps(value, ensure_ascii=False)

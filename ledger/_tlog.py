@@ -1,0 +1,410 @@
+"""The ledger-wide transparency log: integrating events, proofs, and checks against checkpoints.
+
+Every event's 32-byte hash is a leaf of one append-only Merkle tree (RFC 9162, see
+`agentledger.ledger.merkle`), in the ledger-wide notification order. Recording never touches
+the log: `TransparencyLog.integrate` appends what was committed since the last integration, in
+batches, and stores the tree as tiles (`_tlog_tables`), so proofs need O(log n) reads.
+
+`check_checkpoint` is what an auditor's verification does with a checkpoint published earlier:
+it re-derives the root at the checkpoint's size from the events' own hashes (never from stored
+tree nodes alone), checks that today's tree is consistent with it, and names what happened
+otherwise: re-chained, truncated, rolled back or forked. Must not know events' meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentledger.ledger import merkle
+from agentledger.ledger._checkpoint import Checkpoint
+from agentledger.ledger._codec import stored_hash
+from agentledger.ledger._tlog_tables import LogBatch, LogConflictError, LogEntry, LogTables
+from agentledger.ledger.errors import LedgerError
+
+__all__ = [
+    "TILE_WIDTH",
+    "LogHead",
+    "LogProblem",
+    "LogReason",
+    "TransparencyLog",
+    "TransparencyLogError",
+    "check_checkpoint",
+]
+
+TILE_HEIGHT = 8
+TILE_WIDTH = 1 << TILE_HEIGHT
+_HASH = 32
+_TILE_BYTES = TILE_WIDTH * _HASH
+_READ_BATCH = 20_000
+_EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+LogReason = Literal["re-chained", "truncated", "rolled back", "forked", "log damaged"]
+
+
+class TransparencyLogError(LedgerError):
+    """The log cannot be integrated or read: names the run and position where it can."""
+
+    def __init__(self, detail: str, run_id: str | None = None, position: int | None = None):
+        self.detail = detail
+        self.run_id = run_id
+        self.position = position
+        where = f"run {run_id} position {position}: " if run_id else ""
+        super().__init__(f"transparency log: {where}{detail}")
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """The log's integrated size and root, and how many recorded events await integration."""
+
+    size: int
+    root: bytes
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """Why the ledger does not match a checkpoint; the run and position where they are known."""
+
+    reason: LogReason
+    detail: str
+    run_id: str | None = None
+    position: int | None = None
+
+    def __str__(self) -> str:
+        where = f"run {self.run_id} position {self.position}: " if self.run_id else ""
+        return f"{where}{self.reason} ({self.detail})"
+
+
+def _perfect_root(hashes: bytes) -> bytes:
+    """The root of a complete subtree given its 2**k node hashes, concatenated."""
+    level = [hashes[i : i + _HASH] for i in range(0, len(hashes), _HASH)]
+    sha = hashlib.sha256
+    while len(level) > 1:
+        level = [sha(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def _event_hash(entry: LogEntry) -> bytes:
+    try:
+        return stored_hash(entry.state)
+    except ValueError as e:
+        raise TransparencyLogError(
+            f"the stored event cannot be read ({e}); run `agentledger verify`",
+            entry.run_id,
+            entry.position,
+        ) from None
+
+
+class _Tiles:
+    """Tile reads for one operation, each tile read at most once."""
+
+    def __init__(self, tables: LogTables) -> None:
+        self._tables = tables
+        self._cache: dict[tuple[int, int], bytes] = {}
+        self.reads = 0
+
+    def get(self, level: int, index: int) -> bytes:
+        key = (level, index)
+        if key not in self._cache:
+            self.reads += 1
+            self._cache[key] = self._tables.tiles([key]).get(key, b"")
+        return self._cache[key]
+
+    def subtree(self, start: int, end: int) -> bytes:
+        """The hash of the complete aligned subtree over leaves [start, end)."""
+        height = (end - start).bit_length() - 1
+        level, sub = divmod(height, TILE_HEIGHT)
+        base = start >> (TILE_HEIGHT * level)
+        index, offset = divmod(base, TILE_WIDTH)
+        data = self.get(level, index)[offset * _HASH : (offset + (1 << sub)) * _HASH]
+        if len(data) != (1 << sub) * _HASH:
+            msg = f"the stored tree has no node for leaves {start}..{end - 1}"
+            raise TransparencyLogError(msg)
+        return _perfect_root(data)
+
+
+class TransparencyLog:
+    """The ledger-wide Merkle log over one backend's tables."""
+
+    def __init__(self, tables: LogTables) -> None:
+        self.tables = tables
+
+    def size(self) -> int:
+        """The number of integrated leaves."""
+        last = self.tables.last_batch()
+        return last.end if last else 0
+
+    def head(self) -> LogHead:
+        """The integrated size and its root."""
+        size = self.size()
+        return LogHead(size, self.root(size))
+
+    def root(self, size: int) -> bytes:
+        """The root of the first `size` integrated leaves, from the stored tiles."""
+        if size == 0:
+            return _EMPTY_ROOT
+        self._check_size(size)
+        return merkle.range_root(0, size, _Tiles(self.tables).subtree)
+
+    def _check_size(self, size: int) -> None:
+        integrated = self.size()
+        if not 0 <= size <= integrated:
+            msg = f"the log has {integrated} leaves; asked for a tree of {size}"
+            raise TransparencyLogError(msg)
+
+    def integrate(
+        self, *, batch: int = _READ_BATCH, progress: Callable[[int], None] | None = None
+    ) -> LogHead:
+        """Append every event committed since the last integration; return the new head.
+
+        Works in batches of `batch` events, each stored in one transaction; two integrators
+        that race conflict on the batch's first leaf and the loser starts again from the new
+        state, so every event is a leaf exactly once, in notification order.
+        """
+        while True:
+            last = self.tables.last_batch()
+            size, after = (last.end, last.last_nid) if last else (0, 0)
+            entries = self.tables.entries(after, batch)
+            if not entries:
+                return LogHead(size, self.root(size))
+            leaves = [merkle.leaf_hash(_event_hash(e)) for e in entries]
+            tiles = self._extend(size, leaves)
+            nids = [e.nid for e in entries]
+            gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
+            record = LogBatch(size, len(entries), nids[0], nids[-1], gaps)
+            try:
+                self.tables.append(record, tiles)
+            except LogConflictError:
+                continue
+            if progress is not None:
+                progress(record.end)
+
+    def _extend(self, size: int, leaves: list[bytes]) -> dict[tuple[int, int], bytes]:
+        """The tiles that change when `leaves` follow the first `size` leaves."""
+        out: dict[tuple[int, int], bytes] = {}
+        reader = _Tiles(self.tables)
+        level, start, new = 0, size, leaves
+        while new:
+            first_tile, offset = divmod(start, TILE_WIDTH)
+            prefix = reader.get(level, first_tile)[: offset * _HASH] if offset else b""
+            if len(prefix) != offset * _HASH:
+                msg = f"tile {level}/{first_tile} is shorter than the integrated tree"
+                raise TransparencyLogError(msg)
+            data = prefix + b"".join(new)
+            completed: list[bytes] = []
+            for t in range(0, len(data), _TILE_BYTES):
+                chunk = data[t : t + _TILE_BYTES]
+                out[(level, first_tile + t // _TILE_BYTES)] = chunk
+                if len(chunk) == _TILE_BYTES:
+                    completed.append(_perfect_root(chunk))
+            level, start, new = level + 1, start // TILE_WIDTH, completed
+        return out
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """The inclusion proof of leaf `index` in the tree of `size` leaves."""
+        self._check_size(size)
+        tiles = _Tiles(self.tables)
+        return [
+            merkle.range_root(a, b, tiles.subtree) for a, b in merkle.inclusion_ranges(index, size)
+        ]
+
+    def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        """The consistency proof of the tree of `size1` leaves with the tree of `size2`."""
+        self._check_size(size2)
+        tiles = _Tiles(self.tables)
+        return [
+            merkle.range_root(a, b, tiles.subtree)
+            for a, b in merkle.consistency_ranges(size1, size2)
+        ]
+
+    def leaf_index(self, run_id: str, position: int) -> int | None:
+        """The leaf of a run's event, or None when it is not integrated (yet)."""
+        nid = self.tables.nid_of(run_id, position)
+        if nid is None:
+            return None
+        for record in self.tables.batches():
+            if record.first_nid <= nid <= record.last_nid:
+                if nid in record.gaps:
+                    return None
+                return (
+                    record.first_leaf
+                    + (nid - record.first_nid)
+                    - sum(1 for g in record.gaps if g < nid)
+                )
+        return None
+
+    def entries(self) -> Iterator[LogEntry]:
+        """Every event in log order (integrated or not), read in batches."""
+        after = 0
+        while True:
+            found = self.tables.entries(after, _READ_BATCH)
+            if not found:
+                return
+            yield from found
+            after = found[-1].nid
+
+    def stored_leaves(self, start: int, end: int) -> list[bytes]:
+        """The stored leaf hashes [start, end) (level-0 tiles), for locating a difference."""
+        tiles = _Tiles(self.tables)
+        out: list[bytes] = []
+        for index in range(start // TILE_WIDTH, (end + TILE_WIDTH - 1) // TILE_WIDTH):
+            data = tiles.get(0, index)
+            out += [data[i : i + _HASH] for i in range(0, len(data), _HASH)]
+        first = start - (start // TILE_WIDTH) * TILE_WIDTH
+        return out[first : first + end - start]
+
+
+class _CompactRange:
+    """The roots of a growing list of leaves, keeping only O(log n) perfect subtrees."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._stack: list[tuple[int, bytes]] = []
+
+    def append(self, leaf: bytes) -> None:
+        height, node = 0, leaf
+        sha = hashlib.sha256
+        while self._stack and self._stack[-1][0] == height:
+            node = sha(b"\x01" + self._stack.pop()[1] + node).digest()
+            height += 1
+        self._stack.append((height, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return _EMPTY_ROOT
+        node = self._stack[-1][1]
+        for _, left in reversed(self._stack[:-1]):
+            node = hashlib.sha256(b"\x01" + left + node).digest()
+        return node
+
+
+@dataclass
+class CheckpointCheck:
+    """What comparing the ledger with one checkpoint found."""
+
+    checkpoint: Checkpoint
+    events: int = 0
+    integrated: int = 0
+    problems: list[LogProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the ledger holds exactly the history the checkpoint signed, and more."""
+        return not self.problems
+
+    @property
+    def not_covered(self) -> int:
+        """Events recorded after the checkpoint: it cannot vouch for them."""
+        return max(0, self.events - self.checkpoint.size)
+
+
+def check_checkpoint(log: TransparencyLog, checkpoint: Checkpoint) -> CheckpointCheck:
+    """Compare the ledger's events (and its stored log) with a checkpoint's signed tree.
+
+    The signature is the caller's to check first. This re-derives the root of the first
+    ``checkpoint.size`` events from their hashes and compares it with the signed root; then
+    checks that the stored log (what proofs are served from) is consistent with it. Memory
+    stays bounded: the events are streamed, and only O(log n) subtree roots are kept.
+    """
+    size = checkpoint.size
+    result = CheckpointCheck(checkpoint, integrated=log.size())
+    at_size = _CompactRange()
+    for entry in log.entries():
+        result.events += 1
+        if at_size.size < size:
+            try:
+                digest = _event_hash(entry)
+            except TransparencyLogError as e:
+                result.problems.append(
+                    LogProblem("re-chained", e.detail, entry.run_id, entry.position)
+                )
+                return result
+            at_size.append(merkle.leaf_hash(digest))
+    if result.events < size:
+        _missing(log, result)
+    elif at_size.root() != checkpoint.root:
+        _differs(log, result)
+    elif size > 0 and result.integrated > size:
+        try:
+            proof = log.consistency_proof(size, result.integrated)
+            today = log.root(result.integrated)
+            merkle.verify_consistency(size, result.integrated, checkpoint.root, today, proof)
+        except (merkle.ProofError, TransparencyLogError) as e:
+            detail = f"the stored tree cannot prove that it extends the checkpoint: {e}"
+            result.problems.append(LogProblem("log damaged", detail))
+    return result
+
+
+def _locate(log: TransparencyLog, limit: int) -> tuple[int, str, int] | None:
+    """The first of the first `limit` leaves where an event differs from what was integrated.
+
+    Returns (leaf index, run id, position of the event standing there now), streaming the
+    events beside the stored level-0 tiles.
+    """
+    end = min(limit, log.size())
+    tile: list[bytes] = []
+    for index, entry in enumerate(log.entries()):
+        if index >= end:
+            return None
+        if index % TILE_WIDTH == 0:
+            tile = log.stored_leaves(index, min(index + TILE_WIDTH, end))
+        try:
+            mine = merkle.leaf_hash(_event_hash(entry))
+        except TransparencyLogError:
+            return index, entry.run_id, entry.position
+        if mine != tile[index % TILE_WIDTH]:
+            return index, entry.run_id, entry.position
+    return None
+
+
+def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
+    size = result.checkpoint.size
+    if result.integrated < size:
+        detail = (
+            f"the checkpoint covers {size} events but this database holds {result.events} and "
+            f"its log ends at {result.integrated}: it was restored from before the checkpoint "
+            "was published, or cut back"
+        )
+        result.problems.append(LogProblem("rolled back", detail))
+        return
+    detail = f"the checkpoint covers {size} events; {size - result.events} of them are gone"
+    found = _locate(log, size)
+    if found is None:
+        result.problems.append(LogProblem("truncated", detail + " (the last ones)"))
+        return
+    index, run_id, position = found
+    detail += f"; the first difference is at leaf {index}, where this event now stands"
+    result.problems.append(LogProblem("truncated", detail, run_id, position))
+
+
+def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
+    size = result.checkpoint.size
+    logged_root: bytes | None = None
+    if result.integrated >= size:
+        try:
+            logged_root = log.root(size)
+        except TransparencyLogError:
+            logged_root = None
+    if logged_root == result.checkpoint.root:
+        detail = (
+            "events the checkpoint covers were changed after they were logged, and their hash "
+            "chain recomputed"
+        )
+        found = _locate(log, size)
+        if found is None:
+            result.problems.append(LogProblem("re-chained", detail))
+        else:
+            index, run_id, position = found
+            detail += f"; the first changed event is leaf {index}"
+            result.problems.append(LogProblem("re-chained", detail, run_id, position))
+        return
+    detail = (
+        f"this database's first {size} events hash to another root than the checkpoint's: a "
+        f"different history is presented under origin {result.checkpoint.origin!r} (another "
+        "database, or this one rewritten together with its log)"
+    )
+    result.problems.append(LogProblem("forked", detail))

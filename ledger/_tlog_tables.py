@@ -1,0 +1,453 @@
+"""The transparency log's tables on each backend: integrated batches, tiles, checkpoints.
+
+The log's leaves are the events' hashes in the ledger-wide notification order (eventsourcing's
+notification id: SQLite's rowid, PostgreSQL's ``notification_id``, the memory list's index), so
+integrating needs no lock on the commit path: events are committed as before, and integration
+reads what follows the last integrated notification id. Three tables:
+
+- ``agentledger_log_batches``: one row per integration, ``(first_leaf, size, first_nid,
+  last_nid, gaps)``; leaves ``first_leaf .. first_leaf + size - 1`` are the events with
+  notification ids ``first_nid .. last_nid`` but the ``gaps`` (ids never used: a PostgreSQL
+  rollback leaves some). The primary key on ``first_leaf`` makes two integrators that race
+  conflict, so one retries.
+- ``agentledger_log_tiles``: the tree's node hashes in tiles of 256 (as Tessera and the C2SP
+  ``tlog-tiles`` layout do): tile ``(level, index)`` holds the hashes of the nodes at tree height
+  ``8 * level`` with indices ``256 * index ..``, concatenated. The rightmost tile of a level is
+  rewritten as it fills; a node is never changed once written.
+- ``agentledger_log_checkpoints``: the signed checkpoints this ledger issued (public text).
+
+None of this is trusted by verification: a checkpoint's root is re-derived from the events, and
+proofs read from tiles are checked against a signed root. Must not know events' meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+from psycopg.sql import SQL, Composable, Composed, Identifier
+
+__all__ = [
+    "LOG_TABLES_SQLITE",
+    "LogBatch",
+    "LogConflictError",
+    "LogEntry",
+    "LogTables",
+    "MemoryLogTables",
+    "PostgresLogTables",
+    "SQLiteLogTables",
+    "log_tables",
+    "postgres_log_statements",
+]
+
+
+class LogConflictError(Exception):
+    """Another integrator appended the same leaves first (retry from the new state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """One integration: leaves ``first_leaf ..`` are the events ``first_nid .. last_nid``."""
+
+    first_leaf: int
+    size: int
+    first_nid: int
+    last_nid: int
+    gaps: tuple[int, ...] = ()
+
+    @property
+    def end(self) -> int:
+        """The tree size after this batch."""
+        return self.first_leaf + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """An event as the log sees it: notification id, run, position and its stored state head.
+
+    `state` is the stored state's first 33 bytes when it is in the ``0x02`` form (marker and
+    raw hash), else the whole stored state.
+    """
+
+    nid: int
+    run_id: str
+    position: int
+    state: bytes
+
+
+class LogTables(Protocol):
+    """What the transparency log needs of a backend."""
+
+    def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
+        """Events after notification id `after_nid`, in order, at most `limit`."""
+        ...
+
+    def batches(self) -> list[LogBatch]:
+        """Every integration batch, in leaf order."""
+        ...
+
+    def last_batch(self) -> LogBatch | None:
+        """The latest integration batch."""
+        ...
+
+    def tiles(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """The stored tiles among `keys` ((level, index) pairs)."""
+        ...
+
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
+        """Store a batch and its tiles in one transaction; `LogConflictError` if taken."""
+        ...
+
+    def nid_of(self, run_id: str, position: int) -> int | None:
+        """The notification id of a run's event."""
+        ...
+
+    def add_checkpoint(self, size: int, root: bytes, note: str) -> None:
+        """Keep a checkpoint this ledger issued (idempotent)."""
+        ...
+
+    def checkpoints(self) -> list[tuple[int, bytes, str]]:
+        """Checkpoints this ledger issued: (size, root, signed note), by size."""
+        ...
+
+
+def _batch(row: Sequence[Any]) -> LogBatch:
+    return LogBatch(int(row[0]), int(row[1]), int(row[2]), int(row[3]), tuple(json.loads(row[4])))
+
+
+def _gaps(batch: LogBatch) -> str:
+    return json.dumps(list(batch.gaps))
+
+
+LOG_TABLES_SQLITE = [
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_batches (first_leaf INTEGER PRIMARY KEY, "
+        "size INTEGER NOT NULL, first_nid INTEGER NOT NULL, last_nid INTEGER NOT NULL, "
+        "gaps TEXT NOT NULL)"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_tiles (level INTEGER NOT NULL, "
+        "idx INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_checkpoints (size INTEGER NOT NULL, "
+        "root BLOB NOT NULL, note TEXT NOT NULL, PRIMARY KEY (size, root)) WITHOUT ROWID"
+    ),
+]
+
+
+def postgres_log_statements(schema: Identifier) -> list[Composed]:
+    """The log's tables in a PostgreSQL schema."""
+    return [
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {}.agentledger_log_batches (first_leaf BIGINT PRIMARY KEY, "
+            "size BIGINT NOT NULL, first_nid BIGINT NOT NULL, last_nid BIGINT NOT NULL, "
+            "gaps TEXT NOT NULL)"
+        ).format(schema),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {}.agentledger_log_tiles (level INTEGER NOT NULL, "
+            "idx BIGINT NOT NULL, hashes BYTEA NOT NULL, PRIMARY KEY (level, idx))"
+        ).format(schema),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {}.agentledger_log_checkpoints (size BIGINT NOT NULL, "
+            "root BYTEA NOT NULL, note TEXT NOT NULL, PRIMARY KEY (size, root))"
+        ).format(schema),
+    ]
+
+
+class SQLiteLogTables:
+    """The log's tables in the ledger's SQLite file."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._datastore = recorder.datastore
+        self._events = recorder.events_table_name
+
+    def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
+        """Events after `after_nid`, in rowid (commit) order."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT rowid, originator_id, originator_version, CASE WHEN "
+                "substr(state, 1, 1) = x'02' THEN substr(state, 1, 33) ELSE state END "
+                f"FROM {self._events} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after_nid, limit),
+            )
+            return [
+                LogEntry(row[0], str(UUID(row[1])), row[2], bytes(row[3])) for row in c.fetchall()
+            ]
+
+    def batches(self) -> list[LogBatch]:
+        """Every batch."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT first_leaf, size, first_nid, last_nid, gaps FROM agentledger_log_batches "
+                "ORDER BY first_leaf"
+            )
+            return [_batch(row) for row in c.fetchall()]
+
+    def last_batch(self) -> LogBatch | None:
+        """The latest batch."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT first_leaf, size, first_nid, last_nid, gaps FROM agentledger_log_batches "
+                "ORDER BY first_leaf DESC LIMIT 1"
+            )
+            row = c.fetchone()
+            return None if row is None else _batch(row)
+
+    def tiles(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """Stored tiles among `keys`."""
+        found: dict[tuple[int, int], bytes] = {}
+        with self._datastore.transaction(commit=False) as c:
+            for level, idx in keys:
+                c.execute(
+                    "SELECT hashes FROM agentledger_log_tiles WHERE level = ? AND idx = ?",
+                    (level, idx),
+                )
+                row = c.fetchone()
+                if row is not None:
+                    found[(level, idx)] = bytes(row[0])
+        return found
+
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
+        """Store a batch and its tiles in one transaction."""
+        try:
+            with self._datastore.transaction(commit=True) as c:
+                c.execute(
+                    "INSERT INTO agentledger_log_batches (first_leaf, size, first_nid, last_nid, "
+                    "gaps) VALUES (?, ?, ?, ?, ?)",
+                    (batch.first_leaf, batch.size, batch.first_nid, batch.last_nid, _gaps(batch)),
+                )
+                c.executemany(
+                    "INSERT OR REPLACE INTO agentledger_log_tiles (level, idx, hashes) "
+                    "VALUES (?, ?, ?)",
+                    [(level, idx, data) for (level, idx), data in tiles.items()],
+                )
+        except (IntegrityError, sqlite3.IntegrityError) as e:
+            raise LogConflictError(str(e)) from e
+
+    def nid_of(self, run_id: str, position: int) -> int | None:
+        """The rowid of a run's event."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT rowid FROM {self._events} WHERE originator_id = ? "
+                "AND originator_version = ?",
+                (UUID(run_id).hex, position),
+            )
+            row = c.fetchone()
+            return None if row is None else int(row[0])
+
+    def add_checkpoint(self, size: int, root: bytes, note: str) -> None:
+        """Keep an issued checkpoint."""
+        with self._datastore.transaction(commit=True) as c:
+            c.execute(
+                "INSERT OR IGNORE INTO agentledger_log_checkpoints (size, root, note) "
+                "VALUES (?, ?, ?)",
+                (size, root, note),
+            )
+
+    def checkpoints(self) -> list[tuple[int, bytes, str]]:
+        """Issued checkpoints, by size."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute("SELECT size, root, note FROM agentledger_log_checkpoints ORDER BY size")
+            return [(int(r[0]), bytes(r[1]), str(r[2])) for r in c.fetchall()]
+
+
+class PostgresLogTables:
+    """The log's tables in the ledger's PostgreSQL schema."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._datastore = recorder.datastore
+        schema = Identifier(recorder.datastore.schema or "public")
+        self._events = SQL("{}.{}").format(schema, Identifier(recorder.events_table_name))
+        self._batches = SQL("{}.agentledger_log_batches").format(schema)
+        self._tiles = SQL("{}.agentledger_log_tiles").format(schema)
+        self._checkpoints = SQL("{}.agentledger_log_checkpoints").format(schema)
+
+    def _rows(self, query: Composable, params: Sequence[Any] = ()) -> list[Any]:
+        with self._datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, params)
+            return list(curs.fetchall())
+
+    def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
+        """Events after `after_nid`, in notification id (commit) order."""
+        rows = self._rows(
+            SQL(
+                "SELECT notification_id, originator_id, originator_version, CASE WHEN "
+                "substring(state from 1 for 1) = '\\x02'::bytea THEN substring(state from 1 "
+                "for 33) ELSE state END AS head FROM {} WHERE notification_id > %s "
+                "ORDER BY notification_id LIMIT %s"
+            ).format(self._events),
+            (after_nid, limit),
+        )
+        return [
+            LogEntry(
+                r["notification_id"],
+                str(r["originator_id"]),
+                r["originator_version"],
+                bytes(r["head"]),
+            )
+            for r in rows
+        ]
+
+    def _select_batches(self, tail: str) -> list[LogBatch]:
+        rows = self._rows(
+            SQL("SELECT first_leaf, size, first_nid, last_nid, gaps FROM {} " + tail).format(
+                self._batches
+            )
+        )
+        return [
+            _batch((r["first_leaf"], r["size"], r["first_nid"], r["last_nid"], r["gaps"]))
+            for r in rows
+        ]
+
+    def batches(self) -> list[LogBatch]:
+        """Every batch."""
+        return self._select_batches("ORDER BY first_leaf")
+
+    def last_batch(self) -> LogBatch | None:
+        """The latest batch."""
+        found = self._select_batches("ORDER BY first_leaf DESC LIMIT 1")
+        return found[0] if found else None
+
+    def tiles(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """Stored tiles among `keys`."""
+        if not keys:
+            return {}
+        rows = self._rows(
+            SQL(
+                "SELECT t.level, t.idx, t.hashes FROM {} t JOIN unnest(%s::int[], %s::bigint[]) "
+                "AS k(level, idx) ON t.level = k.level AND t.idx = k.idx"
+            ).format(self._tiles),
+            ([k[0] for k in keys], [k[1] for k in keys]),
+        )
+        return {(r["level"], r["idx"]): bytes(r["hashes"]) for r in rows}
+
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
+        """Store a batch and its tiles in one transaction."""
+        try:
+            with self._datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    SQL(
+                        "INSERT INTO {} (first_leaf, size, first_nid, last_nid, gaps) "
+                        "VALUES (%s, %s, %s, %s, %s)"
+                    ).format(self._batches),
+                    (batch.first_leaf, batch.size, batch.first_nid, batch.last_nid, _gaps(batch)),
+                )
+                curs.executemany(
+                    SQL(
+                        "INSERT INTO {} (level, idx, hashes) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (level, idx) DO UPDATE SET hashes = EXCLUDED.hashes"
+                    ).format(self._tiles),
+                    [(level, idx, data) for (level, idx), data in tiles.items()],
+                )
+        except IntegrityError as e:
+            raise LogConflictError(str(e)) from e
+
+    def nid_of(self, run_id: str, position: int) -> int | None:
+        """The notification id of a run's event."""
+        rows = self._rows(
+            SQL(
+                "SELECT notification_id FROM {} WHERE originator_id = %s "
+                "AND originator_version = %s"
+            ).format(self._events),
+            (UUID(run_id), position),
+        )
+        return int(rows[0]["notification_id"]) if rows else None
+
+    def add_checkpoint(self, size: int, root: bytes, note: str) -> None:
+        """Keep an issued checkpoint."""
+        with self._datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "INSERT INTO {} (size, root, note) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+                ).format(self._checkpoints),
+                (size, root, note),
+            )
+
+    def checkpoints(self) -> list[tuple[int, bytes, str]]:
+        """Issued checkpoints, by size."""
+        rows = self._rows(
+            SQL("SELECT size, root, note FROM {} ORDER BY size").format(self._checkpoints)
+        )
+        return [(int(r["size"]), bytes(r["root"]), str(r["note"])) for r in rows]
+
+
+class MemoryLogTables:
+    """The log's tables beside the in-memory recorder (for tests)."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
+        self._lock = recorder._database_lock
+        state = recorder.__dict__.setdefault("_agentledger_log", {})
+        self._batches: list[LogBatch] = state.setdefault("batches", [])
+        self._tiles: dict[tuple[int, int], bytes] = state.setdefault("tiles", {})
+        self._checkpoints: dict[tuple[int, bytes], str] = state.setdefault("checkpoints", {})
+
+    def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
+        """Events after `after_nid`, in list order."""
+        with self._lock:
+            stored = self._recorder._stored_events[after_nid : after_nid + limit]
+            return [
+                LogEntry(
+                    after_nid + i + 1,
+                    str(UUID(str(s.originator_id))),
+                    s.originator_version,
+                    bytes(s.state[:33] if s.state[:1] == b"\x02" else s.state),
+                )
+                for i, s in enumerate(stored)
+            ]
+
+    def batches(self) -> list[LogBatch]:
+        """Every batch."""
+        with self._lock:
+            return list(self._batches)
+
+    def last_batch(self) -> LogBatch | None:
+        """The latest batch."""
+        with self._lock:
+            return self._batches[-1] if self._batches else None
+
+    def tiles(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """Stored tiles among `keys`."""
+        with self._lock:
+            return {key: self._tiles[key] for key in keys if key in self._tiles}
+
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
+        """Store a batch and its tiles."""
+        with self._lock:
+            end = self._batches[-1].end if self._batches else 0
+            if batch.first_leaf != end:
+                raise LogConflictError(f"leaf {batch.first_leaf} is not the next ({end})")
+            self._batches.append(batch)
+            self._tiles.update(tiles)
+
+    def nid_of(self, run_id: str, position: int) -> int | None:
+        """The list index (plus one) of a run's event."""
+        with self._lock:
+            index = self._recorder._stored_events_index.get(run_id, {})
+            found = index.get(position)
+            return None if found is None else int(found) + 1
+
+    def add_checkpoint(self, size: int, root: bytes, note: str) -> None:
+        """Keep an issued checkpoint."""
+        with self._lock:
+            self._checkpoints.setdefault((size, root), note)
+
+    def checkpoints(self) -> list[tuple[int, bytes, str]]:
+        """Issued checkpoints, by size."""
+        with self._lock:
+            return sorted((size, root, note) for (size, root), note in self._checkpoints.items())
+
+
+def log_tables(kind: str, recorder: Any) -> LogTables:
+    """The log's tables for a store of `kind` ('sqlite', 'postgresql' or 'memory')."""
+    if kind == "sqlite":
+        return SQLiteLogTables(recorder)
+    if kind == "postgresql":
+        return PostgresLogTables(recorder)
+    return MemoryLogTables(recorder)
