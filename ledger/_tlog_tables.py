@@ -87,6 +87,10 @@ class LogTables(Protocol):
         """Events after notification id `after_nid`, in order, at most `limit`."""
         ...
 
+    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
+        """Like `entries`, only (notification id, state head): what integration reads."""
+        ...
+
     def batches(self) -> list[LogBatch]:
         """Every integration batch, in leaf order."""
         ...
@@ -179,6 +183,23 @@ class SQLiteLogTables:
             return [
                 LogEntry(row[0], str(UUID(row[1])), row[2], bytes(row[3])) for row in c.fetchall()
             ]
+
+    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
+        """(rowid, state head) after `after_nid`, on a plain cursor (no row objects)."""
+        with self._datastore.get_connection(commit=False) as connection:
+            raw = getattr(connection, "raw", None)
+            if raw is None:
+                return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
+            cursor = raw.cursor()
+            cursor.row_factory = None
+            cursor.execute(
+                "SELECT rowid, CASE WHEN substr(state, 1, 1) = x'02' THEN substr(state, 1, 33) "
+                f"ELSE state END FROM {self._events} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after_nid, limit),
+            )
+            rows: list[tuple[int, bytes]] = cursor.fetchall()
+            cursor.close()
+            return rows
 
     def batches(self) -> list[LogBatch]:
         """Every batch."""
@@ -294,6 +315,18 @@ class PostgresLogTables:
             for r in rows
         ]
 
+    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
+        """(notification id, state head) after `after_nid`."""
+        rows = self._rows(
+            SQL(
+                "SELECT notification_id, CASE WHEN substring(state from 1 for 1) = "
+                "'\\x02'::bytea THEN substring(state from 1 for 33) ELSE state END AS head "
+                "FROM {} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            ).format(self._events),
+            (after_nid, limit),
+        )
+        return [(r["notification_id"], bytes(r["head"])) for r in rows]
+
     def _select_batches(self, tail: str) -> list[LogBatch]:
         rows = self._rows(
             SQL("SELECT first_leaf, size, first_nid, last_nid, gaps FROM {} " + tail).format(
@@ -401,6 +434,10 @@ class MemoryLogTables:
                 )
                 for i, s in enumerate(stored)
             ]
+
+    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
+        """(index + 1, state head) after `after_nid`."""
+        return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
 
     def batches(self) -> list[LogBatch]:
         """Every batch."""

@@ -49,6 +49,10 @@ class ListTables:
                     break
         return out
 
+    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
+        """(nid, state head) pairs."""
+        return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
+
     def batches(self) -> list[LogBatch]:
         """Batches."""
         return list(self._batches)
