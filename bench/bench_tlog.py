@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentledger.ledger import Ledger, _mapper, merkle
+from agentledger.ledger import Ledger, _mapper
 from agentledger.ledger._codec import PACKED_STATE_V1, _pack, pack_state
 from agentledger.ledger.signed_note import generate_key
 
