@@ -15,14 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+from uuid import UUID
 
 from agentledger.ledger import merkle
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._codec import stored_hash
-from agentledger.ledger._tlog_tables import LogBatch, LogConflictError, LogEntry, LogTables
+from agentledger.ledger._tlog_tables import (
+    Head,
+    LogBatch,
+    LogConflictError,
+    LogEntry,
+    LogTables,
+    pack_events,
+)
 from agentledger.ledger.errors import LedgerError
 
 __all__ = [
@@ -172,21 +180,21 @@ class TransparencyLog:
                 return LogHead(size, self.root(size))
             leaves = self._leaves(heads)
             tiles = self._extend(size, leaves)
-            nids = [nid for nid, _ in heads]
+            nids = [h[0] for h in heads]
             gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
             record = LogBatch(size, len(heads), nids[0], nids[-1], gaps)
             try:
-                self.tables.append(record, tiles)
+                self.tables.append(record, tiles, pack_events(heads))
             except LogConflictError:
                 continue
             if progress is not None:
                 progress(record.end)
 
-    def _leaves(self, heads: list[tuple[int, bytes]]) -> list[bytes]:
+    def _leaves(self, heads: Sequence[Head]) -> list[bytes]:
         """Leaf hashes of stored event heads; names an event whose hash cannot be read."""
         sha = hashlib.sha256
         out = []
-        for nid, head in heads:
+        for nid, head, *_ in heads:
             if len(head) == 33 and head[0] == 2:
                 out.append(sha(b"\x00" + head[1:]).digest())
                 continue
@@ -262,7 +270,7 @@ class TransparencyLog:
             yield from found
             after = found[-1].nid
 
-    def heads(self) -> Iterator[tuple[int, bytes]]:
+    def heads(self) -> Iterator[Head]:
         """Every event's (notification id, stored state head) in log order, in batches."""
         after = 0
         while True:
@@ -339,11 +347,11 @@ def check_checkpoint(log: TransparencyLog, checkpoint: Checkpoint) -> Checkpoint
     size = checkpoint.size
     result = CheckpointCheck(checkpoint, integrated=log.size())
     at_size = _CompactRange()
-    for nid, head in log.heads():
+    for head in log.heads():
         result.events += 1
         if at_size.size < size:
             try:
-                leaf = log._leaves([(nid, head)])[0]
+                leaf = log._leaves([head])[0]
             except TransparencyLogError as e:
                 problem = LogProblem("re-chained", e.detail, e.run_id, e.position)
                 result.problems.append(problem)
@@ -364,25 +372,59 @@ def check_checkpoint(log: TransparencyLog, checkpoint: Checkpoint) -> Checkpoint
     return result
 
 
-def _locate(log: TransparencyLog, limit: int) -> tuple[int, str, int] | None:
-    """The first of the first `limit` leaves where an event differs from what was integrated.
+@dataclass(frozen=True)
+class _Found:
+    """The first logged leaf whose event is not what was logged."""
 
-    Returns (leaf index, run id, position of the event standing there now), streaming the
-    events beside the stored level-0 tiles.
+    what: Literal["gone", "changed", "inserted"]
+    leaf: int
+    run_id: str | None
+    position: int | None
+
+    def describe(self) -> str:
+        event = f"run {self.run_id} position {self.position}" if self.run_id else "an event"
+        if self.what == "gone":
+            return f"{event}, logged as leaf {self.leaf}, is no longer where it was logged"
+        if self.what == "changed":
+            return f"{event}, logged as leaf {self.leaf}, was changed after it was logged"
+        return f"{event} was inserted among the events logged around leaf {self.leaf}"
+
+
+def _locate(log: TransparencyLog, limit: int) -> _Found | None:  # noqa: PLR0911 - one per case
+    """The first of the first `limit` logged leaves whose event is not what was logged.
+
+    An event is gone, changed, or preceded by one that was not logged; it is named by the run
+    and position integration recorded for its leaf.
     """
-    end = min(limit, log.size())
-    tile: list[bytes] = []
-    for index, entry in enumerate(log.entries()):
-        if index >= end:
+    for record in log.tables.batches():
+        if record.first_leaf >= limit:
             return None
-        if index % TILE_WIDTH == 0:
-            tile = log.stored_leaves(index, min(index + TILE_WIDTH, end))
-        try:
-            mine = merkle.leaf_hash(_event_hash(entry))
-        except TransparencyLogError:
-            return index, entry.run_id, entry.position
-        if mine != tile[index % TILE_WIDTH]:
-            return index, entry.run_id, entry.position
+        named = log.tables.batch_events(record.first_leaf)
+        gaps = set(record.gaps)
+        nids = [n for n in range(record.first_nid, record.last_nid + 1) if n not in gaps]
+        span = record.last_nid - record.first_nid + 1
+        current = {
+            h[0]: h for h in log.tables.heads(record.first_nid - 1, span) if h[0] <= record.last_nid
+        }
+        stored = log.stored_leaves(record.first_leaf, min(record.end, log.size()))
+        for k, nid in enumerate(nids):
+            leaf = record.first_leaf + k
+            if leaf >= limit or k >= len(stored):
+                return None
+            run_id, position = named[k] if k < len(named) else (None, None)
+            head = current.pop(nid, None)
+            if head is None:
+                return _Found("gone", leaf, run_id, position)
+            try:
+                mine = log._leaves([head])[0]
+            except TransparencyLogError:
+                return _Found("changed", leaf, run_id, position)
+            if mine != stored[k]:
+                return _Found("changed", leaf, run_id, position)
+            inserted = [h for n, h in current.items() if n < nid]
+            if inserted:
+                h = inserted[0]
+                return _Found("inserted", leaf, str(UUID(h[2])), h[3])
     return None
 
 
@@ -399,11 +441,10 @@ def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
     detail = f"the checkpoint covers {size} events; {size - result.events} of them are gone"
     found = _locate(log, size)
     if found is None:
-        result.problems.append(LogProblem("truncated", detail + " (the last ones)"))
+        result.problems.append(LogProblem("truncated", detail))
         return
-    index, run_id, position = found
-    detail += f"; the first difference is at leaf {index}, where this event now stands"
-    result.problems.append(LogProblem("truncated", detail, run_id, position))
+    detail += f": {found.describe()}"
+    result.problems.append(LogProblem("truncated", detail, found.run_id, found.position))
 
 
 def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
@@ -416,16 +457,15 @@ def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
             logged_root = None
     if logged_root == result.checkpoint.root:
         detail = (
-            "events the checkpoint covers were changed after they were logged, and their hash "
-            "chain recomputed"
+            "events the checkpoint covers no longer hash to its root: they were changed, "
+            "deleted or written again after they were logged, with hash chains recomputed"
         )
         found = _locate(log, size)
         if found is None:
             result.problems.append(LogProblem("re-chained", detail))
         else:
-            index, run_id, position = found
-            detail += f"; the first changed event is leaf {index}"
-            result.problems.append(LogProblem("re-chained", detail, run_id, position))
+            detail += f"; {found.describe()}"
+            result.problems.append(LogProblem("re-chained", detail, found.run_id, found.position))
         return
     detail = (
         f"this database's first {size} events hash to another root than the checkpoint's: a "

@@ -10,6 +10,8 @@ reads what follows the last integrated notification id. Three tables:
   notification ids ``first_nid .. last_nid`` but the ``gaps`` (ids never used: a PostgreSQL
   rollback leaves some). The primary key on ``first_leaf`` makes two integrators that race
   conflict, so one retries.
+- ``agentledger_log_events``: per batch, which run and position each leaf was (zlib of
+  ``run position`` lines), so that an event deleted after it was logged can still be named.
 - ``agentledger_log_tiles``: the tree's node hashes in tiles of 256 (as Tessera and the C2SP
   ``tlog-tiles`` layout do): tile ``(level, index)`` holds the hashes of the nodes at tree height
   ``8 * level`` with indices ``256 * index ..``, concatenated. The rightmost tile of a level is
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,6 +37,7 @@ from psycopg.sql import SQL, Composable, Composed, Identifier
 
 __all__ = [
     "LOG_TABLES_SQLITE",
+    "Head",
     "LogBatch",
     "LogConflictError",
     "LogEntry",
@@ -42,7 +46,9 @@ __all__ = [
     "PostgresLogTables",
     "SQLiteLogTables",
     "log_tables",
+    "pack_events",
     "postgres_log_statements",
+    "unpack_events",
 ]
 
 
@@ -87,8 +93,15 @@ class LogTables(Protocol):
         """Events after notification id `after_nid`, in order, at most `limit`."""
         ...
 
-    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
-        """Like `entries`, only (notification id, state head): what integration reads."""
+    def heads(self, after_nid: int, limit: int) -> list[Head]:
+        """What integration reads: (notification id, state head, run key, position) tuples.
+
+        The run key is the run id as the table spells it (hex on SQLite).
+        """
+        ...
+
+    def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
+        """(run id, position) of each leaf of the batch that starts at `first_leaf`."""
         ...
 
     def batches(self) -> list[LogBatch]:
@@ -103,8 +116,8 @@ class LogTables(Protocol):
         """The stored tiles among `keys` ((level, index) pairs)."""
         ...
 
-    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
-        """Store a batch and its tiles in one transaction; `LogConflictError` if taken."""
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes], events: bytes) -> None:
+        """Store a batch, its tiles and events in one transaction; `LogConflictError` if taken."""
         ...
 
     def nid_of(self, run_id: str, position: int) -> int | None:
@@ -120,6 +133,24 @@ class LogTables(Protocol):
         ...
 
 
+Head = tuple[int, bytes, str, int]
+"""(notification id, state head, run key, position)."""
+
+
+def pack_events(heads: Sequence[Head]) -> bytes:
+    """The (run, position) of each leaf of a batch, packed."""
+    return zlib.compress("\n".join(f"{h[2]} {h[3]}" for h in heads).encode(), 1)
+
+
+def unpack_events(data: bytes) -> list[tuple[str, int]]:
+    """The (run id, position) list `pack_events` packed."""
+    out = []
+    for line in zlib.decompress(data).decode().split("\n"):
+        run, position = line.split(" ")
+        out.append((str(UUID(run)), int(position)))
+    return out
+
+
 def _batch(row: Sequence[Any]) -> LogBatch:
     return LogBatch(int(row[0]), int(row[1]), int(row[2]), int(row[3]), tuple(json.loads(row[4])))
 
@@ -133,6 +164,10 @@ LOG_TABLES_SQLITE = [
         "CREATE TABLE IF NOT EXISTS agentledger_log_batches (first_leaf INTEGER PRIMARY KEY, "
         "size INTEGER NOT NULL, first_nid INTEGER NOT NULL, last_nid INTEGER NOT NULL, "
         "gaps TEXT NOT NULL)"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_events (first_leaf INTEGER PRIMARY KEY, "
+        "events BLOB NOT NULL)"
     ),
     (
         "CREATE TABLE IF NOT EXISTS agentledger_log_tiles (level INTEGER NOT NULL, "
@@ -152,6 +187,10 @@ def postgres_log_statements(schema: Identifier) -> list[Composed]:
             "CREATE TABLE IF NOT EXISTS {}.agentledger_log_batches (first_leaf BIGINT PRIMARY KEY, "
             "size BIGINT NOT NULL, first_nid BIGINT NOT NULL, last_nid BIGINT NOT NULL, "
             "gaps TEXT NOT NULL)"
+        ).format(schema),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {}.agentledger_log_events (first_leaf BIGINT PRIMARY KEY, "
+            "events BYTEA NOT NULL)"
         ).format(schema),
         SQL(
             "CREATE TABLE IF NOT EXISTS {}.agentledger_log_tiles (level INTEGER NOT NULL, "
@@ -184,22 +223,33 @@ class SQLiteLogTables:
                 LogEntry(row[0], str(UUID(row[1])), row[2], bytes(row[3])) for row in c.fetchall()
             ]
 
-    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
-        """(rowid, state head) after `after_nid`, on a plain cursor (no row objects)."""
+    def heads(self, after_nid: int, limit: int) -> list[Head]:
+        """Heads after `after_nid`, on a plain cursor (no row objects)."""
         with self._datastore.get_connection(commit=False) as connection:
             raw = getattr(connection, "raw", None)
             if raw is None:
-                return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
+                entries = self.entries(after_nid, limit)
+                return [(e.nid, e.state, e.run_id, e.position) for e in entries]
             cursor = raw.cursor()
             cursor.row_factory = None
             cursor.execute(
                 "SELECT rowid, CASE WHEN substr(state, 1, 1) = x'02' THEN substr(state, 1, 33) "
-                f"ELSE state END FROM {self._events} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                f"ELSE state END, originator_id, originator_version FROM {self._events} "
+                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after_nid, limit),
             )
-            rows: list[tuple[int, bytes]] = cursor.fetchall()
+            rows: list[Head] = cursor.fetchall()
             cursor.close()
             return rows
+
+    def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
+        """(run id, position) of each leaf of a batch."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT events FROM agentledger_log_events WHERE first_leaf = ?", (first_leaf,)
+            )
+            row = c.fetchone()
+            return [] if row is None else unpack_events(bytes(row[0]))
 
     def batches(self) -> list[LogBatch]:
         """Every batch."""
@@ -234,14 +284,18 @@ class SQLiteLogTables:
                     found[(level, idx)] = bytes(row[0])
         return found
 
-    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
-        """Store a batch and its tiles in one transaction."""
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes], events: bytes) -> None:
+        """Store a batch, its tiles and events in one transaction."""
         try:
             with self._datastore.transaction(commit=True) as c:
                 c.execute(
                     "INSERT INTO agentledger_log_batches (first_leaf, size, first_nid, last_nid, "
                     "gaps) VALUES (?, ?, ?, ?, ?)",
                     (batch.first_leaf, batch.size, batch.first_nid, batch.last_nid, _gaps(batch)),
+                )
+                c.execute(
+                    "INSERT INTO agentledger_log_events (first_leaf, events) VALUES (?, ?)",
+                    (batch.first_leaf, events),
                 )
                 c.executemany(
                     "INSERT OR REPLACE INTO agentledger_log_tiles (level, idx, hashes) "
@@ -287,6 +341,7 @@ class PostgresLogTables:
         self._events = SQL("{}.{}").format(schema, Identifier(recorder.events_table_name))
         self._batches = SQL("{}.agentledger_log_batches").format(schema)
         self._tiles = SQL("{}.agentledger_log_tiles").format(schema)
+        self._log_events = SQL("{}.agentledger_log_events").format(schema)
         self._checkpoints = SQL("{}.agentledger_log_checkpoints").format(schema)
 
     def _rows(self, query: Composable, params: Sequence[Any] = ()) -> list[Any]:
@@ -315,17 +370,29 @@ class PostgresLogTables:
             for r in rows
         ]
 
-    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
-        """(notification id, state head) after `after_nid`."""
+    def heads(self, after_nid: int, limit: int) -> list[Head]:
+        """Heads after `after_nid`."""
         rows = self._rows(
             SQL(
                 "SELECT notification_id, CASE WHEN substring(state from 1 for 1) = "
-                "'\\x02'::bytea THEN substring(state from 1 for 33) ELSE state END AS head "
-                "FROM {} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+                "'\\x02'::bytea THEN substring(state from 1 for 33) ELSE state END AS head, "
+                "originator_id::text AS run, originator_version FROM {} "
+                "WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
             ).format(self._events),
             (after_nid, limit),
         )
-        return [(r["notification_id"], bytes(r["head"])) for r in rows]
+        return [
+            (r["notification_id"], bytes(r["head"]), r["run"], r["originator_version"])
+            for r in rows
+        ]
+
+    def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
+        """(run id, position) of each leaf of a batch."""
+        rows = self._rows(
+            SQL("SELECT events FROM {} WHERE first_leaf = %s").format(self._log_events),
+            (first_leaf,),
+        )
+        return unpack_events(bytes(rows[0]["events"])) if rows else []
 
     def _select_batches(self, tail: str) -> list[LogBatch]:
         rows = self._rows(
@@ -360,8 +427,8 @@ class PostgresLogTables:
         )
         return {(r["level"], r["idx"]): bytes(r["hashes"]) for r in rows}
 
-    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
-        """Store a batch and its tiles in one transaction."""
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes], events: bytes) -> None:
+        """Store a batch, its tiles and events in one transaction."""
         try:
             with self._datastore.transaction(commit=True) as curs:
                 curs.execute(
@@ -370,6 +437,12 @@ class PostgresLogTables:
                         "VALUES (%s, %s, %s, %s, %s)"
                     ).format(self._batches),
                     (batch.first_leaf, batch.size, batch.first_nid, batch.last_nid, _gaps(batch)),
+                )
+                curs.execute(
+                    SQL("INSERT INTO {} (first_leaf, events) VALUES (%s, %s)").format(
+                        self._log_events
+                    ),
+                    (batch.first_leaf, events),
                 )
                 curs.executemany(
                     SQL(
@@ -420,6 +493,7 @@ class MemoryLogTables:
         self._batches: list[LogBatch] = state.setdefault("batches", [])
         self._tiles: dict[tuple[int, int], bytes] = state.setdefault("tiles", {})
         self._checkpoints: dict[tuple[int, bytes], str] = state.setdefault("checkpoints", {})
+        self._events: dict[int, bytes] = state.setdefault("events", {})
 
     def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
         """Events after `after_nid`, in list order."""
@@ -435,9 +509,15 @@ class MemoryLogTables:
                 for i, s in enumerate(stored)
             ]
 
-    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
-        """(index + 1, state head) after `after_nid`."""
-        return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
+    def heads(self, after_nid: int, limit: int) -> list[Head]:
+        """Heads after `after_nid`."""
+        return [(e.nid, e.state, e.run_id, e.position) for e in self.entries(after_nid, limit)]
+
+    def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
+        """(run id, position) of each leaf of a batch."""
+        with self._lock:
+            data = self._events.get(first_leaf)
+        return [] if data is None else unpack_events(data)
 
     def batches(self) -> list[LogBatch]:
         """Every batch."""
@@ -454,14 +534,15 @@ class MemoryLogTables:
         with self._lock:
             return {key: self._tiles[key] for key in keys if key in self._tiles}
 
-    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
-        """Store a batch and its tiles."""
+    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes], events: bytes) -> None:
+        """Store a batch, its tiles and events."""
         with self._lock:
             end = self._batches[-1].end if self._batches else 0
             if batch.first_leaf != end:
                 raise LogConflictError(f"leaf {batch.first_leaf} is not the next ({end})")
             self._batches.append(batch)
             self._tiles.update(tiles)
+            self._events[batch.first_leaf] = events
 
     def nid_of(self, run_id: str, position: int) -> int | None:
         """The list index (plus one) of a run's event."""

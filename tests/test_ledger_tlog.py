@@ -21,7 +21,7 @@ from agentledger.ledger import Ledger, SequentialIds, StepClock, merkle
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._checkpoints import CheckpointError, open_checkpoint
 from agentledger.ledger._tlog import TransparencyLog, TransparencyLogError
-from agentledger.ledger._tlog_tables import LogBatch, LogConflictError, LogEntry
+from agentledger.ledger._tlog_tables import Head, LogBatch, LogConflictError, LogEntry
 from agentledger.ledger.signed_note import generate_key, open_note, verifier_key_of
 
 RUN = "00000000-0000-0000-0000-000000000000"
@@ -49,9 +49,14 @@ class ListTables:
                     break
         return out
 
-    def heads(self, after_nid: int, limit: int) -> list[tuple[int, bytes]]:
-        """(nid, state head) pairs."""
-        return [(e.nid, e.state) for e in self.entries(after_nid, limit)]
+    def heads(self, after_nid: int, limit: int) -> list[Head]:
+        """(nid, state head, run, position) tuples."""
+        return [(e.nid, e.state, e.run_id, e.position) for e in self.entries(after_nid, limit)]
+
+    def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
+        """Leaves name no run here."""
+        batch = next(b for b in self._batches if b.first_leaf == first_leaf)
+        return [(RUN, nid) for nid in self.nids if batch.first_nid <= nid <= batch.last_nid]
 
     def batches(self) -> list[LogBatch]:
         """Batches."""
@@ -66,7 +71,12 @@ class ListTables:
         self.tile_reads += len(keys)
         return {k: self._tiles[k] for k in keys if k in self._tiles}
 
-    def append(self, batch: LogBatch, tiles: dict[tuple[int, int], bytes]) -> None:
+    def append(
+        self,
+        batch: LogBatch,
+        tiles: dict[tuple[int, int], bytes],
+        events: bytes,  # noqa: ARG002 - batch_events derives them
+    ) -> None:
         """Store a batch."""
         end = self._batches[-1].end if self._batches else 0
         if batch.first_leaf != end:
