@@ -181,7 +181,9 @@ class TransparencyLog:
             leaves = self._leaves(heads)
             tiles = self._extend(size, leaves)
             nids = [h[0] for h in heads]
-            gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
+            gaps: tuple[int, ...] = ()
+            if nids[-1] - nids[0] + 1 != len(nids):
+                gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
             record = LogBatch(size, len(heads), nids[0], nids[-1], gaps)
             try:
                 self.tables.append(record, tiles, pack_events(heads))
@@ -193,15 +195,17 @@ class TransparencyLog:
     def _leaves(self, heads: Sequence[Head]) -> list[bytes]:
         """Leaf hashes of stored event heads; names an event whose hash cannot be read."""
         sha = hashlib.sha256
-        out = []
-        for nid, head, *_ in heads:
-            if len(head) == 33 and head[0] == 2:
-                out.append(sha(b"\x00" + head[1:]).digest())
+        out: list[bytes] = []
+        append = out.append
+        for item in heads:
+            head = item[1]
+            if len(head) == 33 and head[:1] == b"\x02":
+                append(sha(b"\x00" + head[1:]).digest())
                 continue
             try:
-                out.append(sha(b"\x00" + stored_hash(head)).digest())
+                append(sha(b"\x00" + stored_hash(head)).digest())
             except ValueError:
-                entry = self.tables.entries(nid - 1, 1)[0]
+                entry = self.tables.entries(item[0] - 1, 1)[0]
                 _event_hash(entry)  # raises, naming the run and position
                 raise
         return out

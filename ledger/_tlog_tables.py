@@ -10,8 +10,9 @@ reads what follows the last integrated notification id. Three tables:
   notification ids ``first_nid .. last_nid`` but the ``gaps`` (ids never used: a PostgreSQL
   rollback leaves some). The primary key on ``first_leaf`` makes two integrators that race
   conflict, so one retries.
-- ``agentledger_log_events``: per batch, which run and position each leaf was (zlib of
-  ``run position`` lines), so that an event deleted after it was logged can still be named.
+- ``agentledger_log_events``: per batch, which run and position each leaf was (one
+  Zstandard frame, see `pack_events`), so that an event deleted after it was logged can still
+  be named.
 - ``agentledger_log_tiles``: the tree's node hashes in tiles of 256 (as Tessera and the C2SP
   ``tlog-tiles`` layout do): tile ``(level, index)`` holds the hashes of the nodes at tree height
   ``8 * level`` with indices ``256 * index ..``, concatenated. The rightmost tile of a level is
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
+import zstandard
 from eventsourcing.persistence import IntegrityError
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
@@ -133,22 +136,34 @@ class LogTables(Protocol):
         ...
 
 
+_ZSTD = zstandard.ZstdCompressor(level=1)
 Head = tuple[int, bytes, str, int]
 """(notification id, state head, run key, position)."""
 
 
 def pack_events(heads: Sequence[Head]) -> bytes:
-    """The (run, position) of each leaf of a batch, packed."""
-    return zlib.compress("\n".join(f"{h[2]} {h[3]}" for h in heads).encode(), 1)
+    """The (run, position) of each leaf of a batch, packed as one Zstandard frame.
+
+    The frame holds the run keys' length (8 bytes), the run keys one a line, then the
+    positions as little-endian int64.
+    """
+    runs = "\n".join([h[2] for h in heads]).encode()
+    positions = array("q", [h[3] for h in heads])
+    if sys.byteorder != "little":
+        positions.byteswap()
+    return _ZSTD.compress(len(runs).to_bytes(8, "big") + runs + positions.tobytes())
 
 
 def unpack_events(data: bytes) -> list[tuple[str, int]]:
     """The (run id, position) list `pack_events` packed."""
-    out = []
-    for line in zlib.decompress(data).decode().split("\n"):
-        run, position = line.split(" ")
-        out.append((str(UUID(run)), int(position)))
-    return out
+    raw = zstandard.ZstdDecompressor().decompress(data)
+    length = int.from_bytes(raw[:8], "big")
+    runs = raw[8 : 8 + length].decode().split("\n")
+    positions = array("q")
+    positions.frombytes(raw[8 + length :])
+    if sys.byteorder != "little":
+        positions.byteswap()
+    return [(str(UUID(run)), int(p)) for run, p in zip(runs, positions, strict=True)]
 
 
 def _batch(row: Sequence[Any]) -> LogBatch:
