@@ -7,10 +7,11 @@ import json
 import sys
 from typing import Any
 
-from agentledger.cli._common import open_ledger, resolve_run
+from agentledger.cli._common import CliError, open_ledger, resolve_run
 from agentledger.cli._format import runs_table, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
 from agentledger.ledger import Ledger, blob_refs_in
+from agentledger.projections import ProjectionError, SnapshotReport, verify_snapshots
 
 __all__ = ["register"]
 
@@ -37,6 +38,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("verify", help="recompute hash chains and blobs; exit 1 if broken")
     p.add_argument("run", nargs="?", help="one run (default: every run)")
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="also re-fold the events behind every world-state snapshot and compare",
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
@@ -117,6 +123,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run) if args.run else None
         report = ledger.verify(run_id)
+        snapshots = verify_snapshots_deeply(ledger, run_id) if args.deep else None
     for problem in report.problems:
         print(f"BROKEN {problem}")
     verdict = "intact" if report.ok else f"BROKEN ({len(report.broken_runs)} runs)"
@@ -124,7 +131,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
         f"{verdict}: {report.runs_checked} runs, {report.events_checked} events, "
         f"{report.blobs_checked} blobs checked"
     )
-    return 0 if report.ok else 1
+    deep_ok = print_snapshot_report(snapshots) if snapshots is not None else True
+    return 0 if report.ok and deep_ok else 1
+
+
+def verify_snapshots_deeply(ledger: Ledger, run_id: str | None) -> SnapshotReport:
+    """``verify --deep``: re-fold the events behind every stored world-state snapshot."""
+    try:
+        return verify_snapshots(ledger, run_id)
+    except ProjectionError as e:
+        raise CliError(f"verify --deep: {type(e).__name__}: {e}") from e
+
+
+def print_snapshot_report(report: SnapshotReport) -> bool:
+    """Print each wrong snapshot and a verdict line; True when every snapshot holds."""
+    for problem in report.problems:
+        print(f"BROKEN {problem}")
+    verdict = "snapshots intact" if report.ok else f"snapshots BROKEN ({len(report.problems)})"
+    print(
+        f"{verdict}: {report.snapshots_checked} snapshots re-folded from the events "
+        f"({report.without_event_hash} written before snapshots carried an event hash)"
+    )
+    return report.ok
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,10 +1,13 @@
-"""CLI commands over the SQL read models: projections status|catch-up|rebuild, stats, runs filters.
+"""CLI commands over the SQL read models: projections status|catch-up|rebuild|verify, stats, runs.
 
 `agentledger projections status` reports the tracked notification id, the lag and the rows per
 table without changing anything; `catch-up` applies what is new; `rebuild` clears the tables
-and replays the ledger, with a progress line. `agentledger stats` prints tokens, cost, latency
-and tool error rate by model and/or prompt version. `runs_from_read_model` serves the `runs`
-command when it filters by model or prompt. Queries catch up first. Must not write events.
+and replays the ledger, with a progress line; `verify` compares the tables with a rebuild from
+the events in a scratch copy and exits 1 on any difference. `agentledger stats` prints tokens,
+cost, latency and tool error rate by model and/or prompt version. `runs_from_read_model` serves
+the `runs` command when it filters by model or prompt. Queries catch up first, and say on
+stderr that their answer comes from read models that were not re-verified (stdout stays a
+table or valid JSON). Must not write events.
 """
 
 from __future__ import annotations
@@ -21,18 +24,26 @@ from agentledger.projections import (
     DEFAULT_BATCH,
     ProjectionError,
     ReadModelProjector,
+    ReadModelReport,
     RunRow,
     StatsRow,
+    verify_read_models,
 )
 
-__all__ = ["parse_prompt", "register", "runs_from_read_model", "stats_table"]
+__all__ = ["UNVERIFIED_NOTE", "parse_prompt", "register", "runs_from_read_model", "stats_table"]
+
+UNVERIFIED_NOTE = (
+    "agentledger: note: from read models (derived data), not re-verified against the events: "
+    "run `agentledger projections verify`"
+)
+"""Printed on stderr after every answer served by the read models."""
 
 _BY = {"model": ("model",), "prompt": ("prompt",), "both": ("model", "prompt")}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add this module's commands."""
-    p = sub.add_parser("projections", help="SQL read models: status, catch-up, rebuild")
+    p = sub.add_parser("projections", help="SQL read models: status, catch-up, rebuild, verify")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     a = actions.add_parser("status", help="tracked notification id, lag and rows per table")
     a.add_argument("--json", action="store_true", help="print JSON")
@@ -44,6 +55,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         a = actions.add_parser(name, help=text)
         a.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="events per commit")
         a.set_defaults(func=func)
+    a = actions.add_parser(
+        "verify",
+        help="compare the read models with a rebuild from the events (in a scratch copy); "
+        "exit 1 if any row differs",
+    )
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(
         "stats", help="tokens, cost, latency and tool error rate by model and prompt version"
@@ -119,8 +137,38 @@ def _end_progress() -> None:
         print(file=sys.stderr)
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Compare the read models with a rebuild from the events; exit 1 if they differ."""
+    with open_ledger(args) as ledger:
+        report = _guarded_report(lambda: verify_read_models(ledger))
+        url = ledger.url
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False, default=str))
+        return 0 if report.ok else 1
+    for difference in report.differences:
+        print(f"DIFFERS {difference}")
+    if report.note:
+        print(f"note: {report.note}")
+    where = (
+        f"{report.rows_checked} rows checked against a rebuild up to notification "
+        f"{report.position} of {report.max_notification_id} ({url})"
+    )
+    if report.ok:
+        print(f"read models match the events: {where}")
+    else:
+        print(f"read models DIFFER from the events: {len(report.differences)} rows; {where}")
+    return 0 if report.ok else 1
+
+
+def _guarded_report(action: Callable[[], ReadModelReport]) -> ReadModelReport:
+    try:
+        return action()
+    except ProjectionError as e:
+        raise CliError(str(e)) from e
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Print usage statistics."""
+    """Print usage statistics (and, on stderr, that they come from unverified read models)."""
     group_by = _BY[args.by]
     with open_ledger(args) as ledger:
         projector = ReadModelProjector(ledger)
@@ -129,6 +177,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(json.dumps([row.as_dict() for row in rows], indent=2))
     else:
         print(stats_table(rows, group_by))
+    print(UNVERIFIED_NOTE, file=sys.stderr)
     return 0
 
 
@@ -193,6 +242,7 @@ def runs_from_read_model(args: argparse.Namespace) -> int:
         print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
     else:
         print(runs_table([_info(row) for row in rows]))
+    print(UNVERIFIED_NOTE, file=sys.stderr)
     return 0
 
 

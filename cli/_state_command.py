@@ -3,18 +3,27 @@
 Prints the state after position N (default: the run's last), or with ``--diff-from M`` the
 RFC 7386 merge patch taking the state at M to the state at N. Keys are sorted, so the output is
 the same whether the state came from a snapshot or from the events. Reads use snapshots (and
-write those that fall due) unless ``--no-snapshots``. Must not append events.
+write those that fall due) unless ``--no-snapshots``; when a snapshot served, a note on stderr
+says the answer rests on derived data that was not re-verified (stdout stays the JSON alone).
+Must not append events.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from agentledger.cli._common import CliError, open_ledger, resolve_run
-from agentledger.projections import JSONValue, ProjectionError, diff_patch, world_state
+from agentledger.projections import (
+    FoldedState,
+    JSONValue,
+    ProjectionError,
+    diff_patch,
+    fold_world_state,
+)
 
-__all__ = ["cmd_state", "register"]
+__all__ = ["cmd_state", "register", "snapshot_notes"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,11 +53,32 @@ def cmd_state(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run)
         try:
-            output: JSONValue = world_state(ledger, run_id, args.at, snapshots=snapshots)
+            after = fold_world_state(ledger, run_id, args.at, snapshots=snapshots)
+            folds = [after]
+            output: JSONValue = after.state
             if args.diff_from is not None:
-                before = world_state(ledger, run_id, args.diff_from, snapshots=snapshots)
-                output = diff_patch(before, output)
+                before = fold_world_state(ledger, run_id, args.diff_from, snapshots=snapshots)
+                folds.append(before)
+                output = diff_patch(before.state, output)
         except ProjectionError as e:
             raise CliError(f"{type(e).__name__}: {e}") from e
     print(json.dumps(output, indent=2, ensure_ascii=False, sort_keys=True))
+    for line in snapshot_notes(run_id, folds):
+        print(line, file=sys.stderr)
     return 0
+
+
+def snapshot_notes(run_id: str, folds: list[FoldedState]) -> list[str]:
+    """One stderr line per snapshot an answer started from: it is derived, not re-verified."""
+    used = {f.snapshot.position: f.snapshot for f in folds if f.snapshot is not None}
+    notes = []
+    for position, snapshot in sorted(used.items()):
+        if snapshot.event_hash:
+            checked = "its event hash matches the event there"
+        else:
+            checked = "written before snapshots carried an event hash"
+        notes.append(
+            f"agentledger: note: started from the snapshot at position {position} ({checked}); "
+            f"its state is derived data, not re-verified: run `agentledger verify --deep {run_id}`"
+        )
+    return notes

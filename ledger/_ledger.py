@@ -9,7 +9,7 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
@@ -32,7 +32,7 @@ from agentledger.ledger._records import (
 )
 from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_URL, Store, open_store
-from agentledger.ledger._verify import VerifyReport, verify_run
+from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
     CorruptBlobError,
@@ -49,6 +49,7 @@ from agentledger.ledger.events import ConfigIdentity, LedgerEvent, RunAnnotated,
 if TYPE_CHECKING:
     from agentledger.ledger._logging import EventLogger
     from agentledger.ledger._recording import RunRecorder
+    from agentledger.ledger._tlog import LogHead, TransparencyLog
 
 __all__ = ["Ledger", "RunQuery"]
 
@@ -334,19 +335,35 @@ class Ledger:
     # Verification ----------------------------------------------------------------------------
 
     def verify(self, run_id: str | None = None) -> VerifyReport:
-        """Recompute every hash (one run, or all) and report what is broken, by run and position."""
+        """Recompute every hash (one run, or all) and report what is broken, by run and position.
+
+        Also checks each run's runs-index row and tags against its events, and that no run was
+        started from a position past its parent's last event. Without a signed checkpoint a cut
+        tail that took the end event with it, under an index row rewritten to match, cannot be
+        told from a run still recording (see `agentledger.ledger._verify`).
+        """
         report = VerifyReport()
         ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
         indexed = {info.run_id for info in self.runs()} if run_id is None else set()
+        starts: list[RecordedEvent] = []  # RunStarted of each run: forks name their parent's
+        ends: dict[str, int] = {}  # position, which must not lie past the parent's last event
         for rid in ids:
             records, unreadable = self._read_events(rid, tolerant=True)
             info = self._store.recorder.get_run(rid)
             report.merge(
-                verify_run(rid, records, self._blobs_for_verify, info, unreadable=unreadable)
+                verify_run(
+                    rid, records, self._blobs_for_verify, info, unreadable=unreadable, indexed=True
+                )
             )
+            starts += records[:1]
+            ends[rid] = records[-1].position if records else 0
         for rid in sorted(indexed - set(ids)):
             info = self.run(rid)
-            report.merge(verify_run(rid, [], self._blobs_for_verify, info))
+            report.merge(verify_run(rid, [], self._blobs_for_verify, info, indexed=True))
+        if run_id:  # the runs started from this one, as the index lists them
+            children = [i.run_id for i in self.runs() if i.parent_run_id == ids[0]]
+            starts += [r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]]
+        report.problems += forks_past_end(starts, ends)
         return report
 
     def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
@@ -361,6 +378,90 @@ class Ledger:
         from agentledger.ledger._export import import_run
 
         return import_run(self, path)
+
+    # Transparency log ------------------------------------------------------------------------
+
+    @property
+    def transparency_log(self) -> TransparencyLog:
+        """The ledger-wide transparency log (a Merkle tree over every event's hash)."""
+        from agentledger.ledger._tlog import TransparencyLog
+        from agentledger.ledger._tlog_tables import log_tables
+
+        return TransparencyLog(log_tables(self._store.kind, self._store.recorder))
+
+    def integrate(self, progress: Callable[[int], None] | None = None) -> LogHead:
+        """Add every event committed since the last integration to the log; return its head."""
+        try:
+            return self.transparency_log.integrate(progress=progress)
+        except PersistenceError as e:
+            raise StorageError(self.url, str(e)) from e
+
+    def checkpoint(self, signer_key: str, *, publish: str | os.PathLike[str] | None = None) -> str:
+        """Integrate pending events and return a signed checkpoint of the whole log.
+
+        `signer_key` is the ``PRIVATE+KEY+...`` text (see `signed_note.read_signer_key`); it is
+        used and forgotten, never stored. With `publish`, the checkpoint is also appended to
+        that directory when the log proves it extends the last one published there.
+        """
+        from pathlib import Path
+
+        from agentledger.ledger._checkpoints import issue_checkpoint, publish_checkpoint
+
+        log = self.transparency_log
+        note, _ = issue_checkpoint(log, signer_key)
+        if publish is not None:
+            publish_checkpoint(log, note, signer_key, Path(publish))
+        return note
+
+    def prove(
+        self,
+        run_id: str,
+        position: int | None = None,
+        *,
+        checkpoint: str,
+        verifier_keys: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """An inclusion proof of a run's event (default: its last one the checkpoint covers).
+
+        `checkpoint` is a signed checkpoint's text; with `verifier_keys` its signature is
+        checked first. Returns JSON-ready values: the event's hash, leaf index, tree size,
+        root, the proof's hashes (base64) and the checkpoint itself.
+        """
+        from agentledger.ledger._checkpoint import Checkpoint
+        from agentledger.ledger._checkpoints import (
+            CheckpointError,
+            inclusion,
+            open_checkpoint,
+            split_note,
+        )
+
+        if verifier_keys:
+            body = open_checkpoint(checkpoint, verifier_keys).checkpoint
+        else:
+            try:
+                body = Checkpoint.parse(split_note(checkpoint))
+            except ValueError as e:
+                raise CheckpointError("malformed", str(e)) from None
+        records = self.events(run_id)
+        log = self.transparency_log
+        if position is None:
+            covered = [
+                r
+                for r in records
+                if (i := log.leaf_index(r.run_id, r.position)) is not None and i < body.size
+            ]
+            if not covered:
+                detail = f"no event of run {run_id} is in the checkpoint's tree"
+                raise CheckpointError("not of this ledger", detail)
+            record = covered[-1]
+        else:
+            matching = [r for r in records if r.position == position]
+            if not matching:
+                raise UsageError(f"run {run_id} has no position {position}")
+            record = matching[0]
+        proof = inclusion(log, body, record.run_id, record.position, record.hash)
+        proof["checkpoint"] = checkpoint
+        return proof
 
     # Internals -------------------------------------------------------------------------------
 

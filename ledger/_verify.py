@@ -2,21 +2,45 @@
 
 Never trusts a stored hash: each event's hash is recomputed from its envelope and compared with
 the hash stored beside it and with the `prev` of the next event; every blob an event (or another
-blob) refers to is re-hashed. Problems are named by run, position and reason. Must not write.
+blob) refers to is re-hashed. The runs index (a row and tags per run, derived data) is checked
+against the events too: agent, status, start and end times, event count, head hash, parent run,
+input preview and tags. Problems are named by run, position and reason. Must not write.
+
+What this can and cannot see without a signed checkpoint (the events alone, plus derived data
+that an attacker may not have thought to edit):
+
+- Caught: any edit of a stored event or blob that leaves the stored hashes as they were; a
+  deleted, moved or inserted event inside a run; a cut tail of a finished run while its end
+  event survives; a cut tail that the runs index still remembers (its count, head or ended
+  status); any runs-index row or tag that disagrees with the events; an index row without
+  events, and events without an index row; a run forked or re-run from a position past the end
+  of its parent (`forks_past_end`).
+- Not caught: a cut tail that took the end event with it, with the index row rewritten to match
+  (last position, head hash, status 'running', no end time). Every prefix of a valid chain is a
+  valid chain, so such a run reads exactly like one still recording or one whose process died.
+  Nor is a run rewritten from some position on with every later hash recomputed (and its
+  RunCompleted head hash and index row to match), nor a whole run deleted with its index row.
+  Outside evidence can still show these: snapshots past the new end (``verify --deep``), read
+  model rows (``agentledger projections verify``), an export or a head hash kept elsewhere. The
+  signed checkpoint of the Merkle log covers exactly this: it commits to every event appended
+  before it, so a cut or a rewrite below a checkpointed size shows.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
 
-__all__ = ["Problem", "Reason", "VerifyReport", "blob_refs_in", "verify_run"]
+__all__ = ["Problem", "Reason", "VerifyReport", "blob_refs_in", "forks_past_end", "verify_run"]
 
 Reason = Literal[
     "payload altered",
@@ -28,17 +52,26 @@ Reason = Literal[
     "blob altered",
     "blob missing",
     "not decodable",
+    "index mismatch",
+    "index row missing",
+    "run missing",
 ]
+"""Why a run is broken. The last three concern the runs index: a field (or the tags) of a run's
+row disagrees with its events; a run has events but no row; a row lists a run with no events."""
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a run: where, and why."""
+    """One thing wrong with a run: where, and why.
+
+    `field` names the runs-index field of an "index mismatch" (``status``, ``tags``, ...).
+    """
 
     run_id: str
     position: int
     reason: Reason
     detail: str
+    field: str | None = None
 
     def __str__(self) -> str:
         return f"run {self.run_id} position {self.position}: {self.reason} ({self.detail})"
@@ -101,18 +134,21 @@ def verify_run(
     info: RunInfo | None = None,
     *,
     unreadable: Mapping[int, str] | None = None,
+    indexed: bool = False,
 ) -> VerifyReport:
     """Verify one run's events (ordered by stored position) and the blobs they refer to.
 
     `unreadable` maps the positions whose stored bytes did not decode (their records are
     stand-ins) to the reason: each is reported as an altered payload, and the chain check
-    resumes at the next event.
+    resumes at the next event. `info` is the run's row in the runs index, checked against the
+    events; with `indexed` (the ledger keeps an index) a missing row is a problem too.
     """
     report = VerifyReport(runs_checked=1, events_checked=len(records))
     problems = report.problems
     unreadable = unreadable or {}
     chain = _Chain(run_id, {r.hash: r.position for r in records if r.position not in unreadable})
     ended_at: int | None = None
+    end: RecordedEvent | None = None
     for record in records:
         if record.position in unreadable:
             chain.skip(record.position, unreadable[record.position], problems)
@@ -123,11 +159,39 @@ def verify_run(
             problems.append(Problem(run_id, record.position, "events after end", detail))
         if record.kind in {"RunCompleted", "RunFailed"}:
             ended_at = record.position
+            end = end or record
             if record.position not in unreadable:
                 _check_terminal(run_id, record, chain.checked_prev, problems)
-    _check_tail(run_id, records, ended_at, info, problems)
+    if info is not None or indexed:
+        _check_index(_Run(run_id, records, unreadable, end), info, problems)
     report.blobs_checked = _check_blobs(run_id, records, blobs, problems)
     return report
+
+
+def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> list[Problem]:
+    """Runs started from a position of a parent run past that parent's last stored event.
+
+    `starts` are the RunStarted records of (possibly) derived runs; `ends` maps run ids to
+    their last stored position. A fork or re-run names the position of its parent it continued
+    from, so a parent whose events now stop before that position lost its tail, even when its
+    end event and its index row were rewritten to hide it.
+    """
+    problems: list[Problem] = []
+    for start in starts:
+        parent = start.payload.get("parent_run_id")
+        position = start.payload.get("parent_position")
+        if start.kind != "RunStarted" or not isinstance(position, int):
+            continue
+        if not isinstance(parent, str) or parent not in ends:
+            continue
+        end = ends[parent]
+        if position > end:
+            detail = (
+                f"run {start.run_id} was started from position {position} of this run, "
+                f"whose events now end at {end}"
+            )
+            problems.append(Problem(parent, end + 1, "tail truncated", detail))
+    return problems
 
 
 @dataclass
@@ -213,27 +277,157 @@ def _check_terminal(run_id: str, record: RecordedEvent, prev: str, problems: lis
         )
 
 
-def _check_tail(
-    run_id: str,
-    records: Sequence[RecordedEvent],
-    ended_at: int | None,
-    info: RunInfo | None,
-    problems: list[Problem],
-) -> None:
-    last = records[-1].position if records else 0
-    if info is not None and info.event_count > last:
-        problems.append(
-            Problem(
-                run_id,
-                last + 1,
-                "tail truncated",
-                f"the runs index recorded {info.event_count} events; {last} remain",
-            )
+@dataclass(frozen=True)
+class _Run:
+    """A run's stored events, read as the runs index should describe them."""
+
+    run_id: str
+    records: Sequence[RecordedEvent]
+    unreadable: Mapping[int, str]
+    end: RecordedEvent | None
+
+    @property
+    def last(self) -> int:
+        return self.records[-1].position if self.records else 0
+
+    @property
+    def status(self) -> str:
+        if self.end is None:
+            return "running"
+        return "completed" if self.end.kind == "RunCompleted" else "failed"
+
+    def readable(self, record: RecordedEvent) -> bool:
+        return record.position not in self.unreadable
+
+    def started(self) -> RecordedEvent | None:
+        """The RunStarted event at position 1, when it is stored and readable."""
+        first = self.records[0] if self.records else None
+        if first is None or first.position != 1 or first.kind != "RunStarted":
+            return None
+        return first if self.readable(first) else None
+
+
+def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> None:
+    """Compare the run's row in the runs index (derived data) with its events.
+
+    A row that counts more events than are stored, or says the run ended when no end event is
+    stored, is reported as a truncated tail, since that is what it would take to cause it
+    without an edit of the index; either way one of the two was tampered with. Fields that such
+    a cut explains (count, head, status, end time) are then not reported again.
+    """
+    run_id, last = run.run_id, run.last
+    if info is None:
+        if run.records:
+            detail = f"the run has {len(run.records)} stored events but no runs index row"
+            problems.append(Problem(run_id, run.records[0].position, "index row missing", detail))
+        return
+    if not run.records:
+        detail = (
+            f"the runs index lists the run ({info.status}, {info.event_count} events) "
+            "but none of its events is stored"
         )
-    elif info is not None and info.status != "running" and ended_at is None:
-        problems.append(
-            Problem(run_id, last + 1, "tail truncated", f"run is {info.status} but has no end")
+        problems.append(Problem(run_id, 1, "run missing", detail))
+        return
+    if info.event_count > last:
+        detail = (
+            f"the runs index recorded {info.event_count} events; {last} remain "
+            "(the last events were deleted, or the index was edited)"
         )
+        problems.append(Problem(run_id, last + 1, "tail truncated", detail))
+    elif info.status != "running" and run.end is None:
+        detail = (
+            f"run is {info.status} but has no end: the runs index says so, and no RunCompleted "
+            "or RunFailed is stored (the end was deleted, or the index was edited)"
+        )
+        problems.append(Problem(run_id, last + 1, "tail truncated", detail))
+    else:
+        _check_tail_fields(run, info, problems)
+    _check_start_fields(run, info, problems)
+
+
+def _mismatch(run_id: str, position: int, name: str, index: Any, events: Any) -> Problem:
+    detail = f"{name}: the runs index says {index!r}, the events say {events!r}"
+    return Problem(run_id, position, "index mismatch", detail, field=name)
+
+
+def _check_tail_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> None:
+    run_id, last, head = run.run_id, run.last, run.records[-1]
+    if info.event_count != last:
+        problems.append(_mismatch(run_id, last, "event count", info.event_count, last))
+    if run.readable(head) and info.head_hash != head.hash:
+        problems.append(_mismatch(run_id, last, "head hash", info.head_hash[:12], head.hash[:12]))
+    if info.status != run.status:
+        problems.append(_mismatch(run_id, last, "status", info.status, run.status))
+    if run.end is None:
+        if info.ended_at is not None:
+            problems.append(_mismatch(run_id, last, "ended at", info.ended_at, None))
+        return
+    # The index takes the time of the last event committed with the end (annotations may follow
+    # it in one import batch), so any time from the end event on is what a writer could store.
+    times = [r.timestamp for r in run.records if r.position >= run.end.position and r.timestamp]
+    if info.ended_at not in times:
+        position = run.end.position
+        problems.append(_mismatch(run_id, position, "ended at", info.ended_at, run.end.timestamp))
+
+
+def _check_start_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> None:
+    started = run.started()
+    if started is None:
+        return  # the chain check has reported the missing or unreadable RunStarted
+    run_id, payload = run.run_id, started.payload
+    if info.agent != payload.get("agent", ""):
+        problems.append(_mismatch(run_id, 1, "agent", info.agent, payload.get("agent", "")))
+    if info.started_at not in _start_times(run):
+        problems.append(_mismatch(run_id, 1, "started at", info.started_at, started.timestamp))
+    parent = payload.get("parent_run_id")
+    if info.parent_run_id != parent:
+        problems.append(_mismatch(run_id, 1, "parent run id", info.parent_run_id, parent))
+    if not _preview_matches(info.input_preview, payload):
+        problems.append(
+            _mismatch(run_id, 1, "input preview", info.input_preview, _preview(payload))
+        )
+    tags = sorted(set(payload.get("tags", [])))
+    if list(info.tags) != tags:
+        added = sorted(set(info.tags) - set(tags))
+        removed = sorted(set(tags) - set(info.tags))
+        problem = _mismatch(run_id, 1, "tags", list(info.tags), tags)
+        changes = [f"added {added}" if added else "", f"removed {removed}" if removed else ""]
+        detail = f"{problem.detail} ({', '.join(c for c in changes if c)})"
+        problems.append(Problem(run_id, 1, "index mismatch", detail, field="tags"))
+
+
+def _start_times(run: _Run) -> set[str]:
+    """The start times a writer could have put in the index.
+
+    The recording API stores the RunStarted event's time. An import commits its first batch of
+    events at once and stamps the new row with the batch's last event, so any event of a first
+    batch is possible too (a known quirk of the import path, tolerated here).
+    """
+    from agentledger.ledger._export import _IMPORT_BATCH
+
+    return {r.timestamp for r in run.records if r.position <= _IMPORT_BATCH and r.timestamp}
+
+
+def _preview_matches(shown: str, started: Mapping[str, Any]) -> bool:
+    """Whether `shown` is the index's preview of the run's input.
+
+    The preview of a live run renders a JSON object input in the caller's key order and an
+    integral float as ``1.0``, neither of which the stored (canonical) payload keeps; so such an
+    input matches when it parses to the same value, or, clipped, when it uses no character
+    the input's rendering lacks beyond those of ``.0``.
+    """
+    if shown == _preview(dict(started)):
+        return True
+    value = started.get("input")
+    if value is None or isinstance(value, str):
+        return False
+    if len(shown) < _PREVIEW or not shown.endswith("\u2026"):
+        try:
+            return bool(json.loads(shown) == value)
+        except ValueError:
+            return False
+    extra = Counter(shown[:-1]) - Counter(json.dumps(value, ensure_ascii=False))
+    return len(shown) == _PREVIEW and set(extra) <= {".", "0"}
 
 
 def _check_blobs(

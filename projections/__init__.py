@@ -6,9 +6,20 @@ consecutive deltas. `world_state` and `state_history` give a run's state after a
 (time travel), optionally from checksummed snapshots (`SnapshotStore`, `take_snapshots`) kept
 as a cache in the ledger's database. `ReadModelProjector` keeps SQL read models (runs, model
 and tool calls, guardrail trips) up to date from the ledger's notification log, exactly once.
+Both are derived data: `verify_snapshots` and `verify_read_models` check them against the
+events, and `fold_world_state` says when a state came from a snapshot.
 Must not record events or import agents, tools, replay or the CLI.
 """
 
+from agentledger.projections._audit import (
+    ReadModelReport,
+    RowDifference,
+    SnapshotProblem,
+    SnapshotReason,
+    SnapshotReport,
+    verify_read_models,
+    verify_snapshots,
+)
 from agentledger.projections._json import JSONValue, json_copy
 from agentledger.projections._merge import (
     apply_patch,
@@ -24,7 +35,13 @@ from agentledger.projections._snapshots import (
     SnapshotStore,
     take_snapshots,
 )
-from agentledger.projections._world import WorldState, state_history, world_state
+from agentledger.projections._world import (
+    FoldedState,
+    WorldState,
+    fold_world_state,
+    state_history,
+    world_state,
+)
 from agentledger.projections.errors import (
     InvalidDeltaError,
     PatchCompositionError,
@@ -39,6 +56,7 @@ from agentledger.projections.errors import (
 __all__ = [
     "DEFAULT_BATCH",
     "DEFAULT_EVERY",
+    "FoldedState",
     "InvalidDeltaError",
     "JSONValue",
     "PatchCompositionError",
@@ -47,9 +65,14 @@ __all__ = [
     "ProjectionStatus",
     "ReadModelOptionError",
     "ReadModelProjector",
+    "ReadModelReport",
+    "RowDifference",
     "RunRow",
     "Snapshot",
     "SnapshotIntervalError",
+    "SnapshotProblem",
+    "SnapshotReason",
+    "SnapshotReport",
     "SnapshotStore",
     "SnapshotStoreError",
     "StatsRow",
@@ -59,8 +82,11 @@ __all__ = [
     "compose_patches",
     "diff_patch",
     "fold_patches",
+    "fold_world_state",
     "json_copy",
     "state_history",
     "take_snapshots",
+    "verify_read_models",
+    "verify_snapshots",
     "world_state",
 ]

@@ -1,22 +1,24 @@
 """Reading a run's world-state deltas from the ledger, page by page, checked.
 
-Owns the range rules for positions (0 is "before the first event", the last is the run's
-`event_count`) and the extraction of each DeltaApplied's merge patch from its stored payload,
-raising `InvalidDeltaError` for a patch that is not an object. Reads through the `Ledger`
-facade only (``Ledger.run`` and ``Ledger.events`` with ``after``/``upto`` bounds), in pages so
-a long run never sits in memory as a list of events. Must not fold, cache or write anything.
+Owns the range rules for positions (0 is "before the first event", the last is the run's last
+stored event, never the runs index's count) and the extraction of each DeltaApplied's merge
+patch from its stored payload, raising `InvalidDeltaError` for a patch that is not an object.
+Reads through the `Ledger` facade (``Ledger.events`` with ``after``/``upto`` bounds, and its
+recorder for a run's last position), in pages so a long run never sits in memory as a list of
+events. Must not fold, cache or write anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from uuid import UUID
 
 from agentledger.ledger import Ledger, RecordedEvent
 from agentledger.ledger.events import DeltaApplied
 from agentledger.projections._json import JSONValue
 from agentledger.projections.errors import InvalidDeltaError, PositionOutOfRangeError
 
-__all__ = ["PAGE_SIZE", "RunSpan", "delta_patches", "run_span"]
+__all__ = ["PAGE_SIZE", "RunSpan", "delta_patches", "last_position", "run_span"]
 
 PAGE_SIZE = 1000
 """Events read per query: bounds memory on long runs at a negligible cost in round trips."""
@@ -42,13 +44,30 @@ def run_span(ledger: Ledger, run_id: str, at: int | None) -> RunSpan:
     Raises the ledger's `UnknownRunError` for a run it does not hold, and
     `PositionOutOfRangeError` for a position below 0 or past the run's last event.
     """
-    info = ledger.run(run_id)
-    last = info.event_count
+    rid, last = last_position(ledger, run_id)
     if at is None:
-        return RunSpan(info.run_id, last, last)
+        return RunSpan(rid, last, last)
     if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= last:
-        raise PositionOutOfRangeError(info.run_id, at, last)
-    return RunSpan(info.run_id, last, at)
+        raise PositionOutOfRangeError(rid, at, last)
+    return RunSpan(rid, last, at)
+
+
+def last_position(ledger: Ledger, run_id: str) -> tuple[str, int]:
+    """The run's canonical id and the position of its last stored event, read from the events.
+
+    The runs index also counts a run's events, but it is derived data that an edit of the
+    database could change; a fold must end where the events end. Raises the ledger's
+    `UnknownRunError` for a run that has neither events nor an index row.
+    """
+    try:
+        uuid = UUID(str(run_id))
+    except ValueError:
+        ledger.run(run_id)  # raises UnknownRunError, naming the id as given
+        raise
+    stored = ledger.recorder.select_events(uuid, desc=True, limit=1)
+    if stored:
+        return str(uuid), int(stored[0].originator_version)
+    return ledger.run(str(uuid)).run_id, 0
 
 
 def delta_patches(

@@ -108,16 +108,20 @@ class ReadModelProjector:
         progress: Progress | None = None,
         *,
         before_commit: Callable[[int], None] | None = None,
+        upto: int | None = None,
     ) -> int:
         """Apply every notification committed so far; returns how many were applied.
 
         `before_commit` (tests, tracing) is called with each batch's new tracked id after its
-        rows are written and before its transaction commits.
+        rows are written and before its transaction commits. `upto` stops at that notification
+        id instead of the ledger's last (to rebuild what another copy holds, for a comparison).
         """
         if batch_size < 1:
             raise ReadModelOptionError("batch_size", f"must be at least 1, got {batch_size}")
         self.setup()
         stop = self.ledger.max_notification_id()
+        if upto is not None:
+            stop = min(stop, upto)
         applied = 0
         while True:
             with self._transaction() as conn:

@@ -1,7 +1,8 @@
 """World-state snapshots: a checksummed cache in the ledger's own database, never the truth.
 
-Owns the ``agentledger_snapshots`` table (run_id, position, deltas, state, checksum, created;
-created on first use through SQLAlchemy on `engine_for(ledger)`), the `SnapshotStore` over it,
+Owns the ``agentledger_snapshots`` table (run_id, position, deltas, state, checksum, event_hash,
+created; created on first use through SQLAlchemy on `engine_for(ledger)`, and given its
+``event_hash`` column when an older table lacks it), the `SnapshotStore` over it,
 `take_snapshots`, and `fold_run`, the fold that starts from the newest valid snapshot and folds
 only the tail of events after it.
 
@@ -13,6 +14,13 @@ How snapshots work:
 - The state is stored as RFC 8785 canonical JSON with ``checksum = sha256(state)``. A row whose
   checksum fails, or that cannot be read, is skipped with a ``snapshot.ignored`` warning naming
   the run and position; the fold then uses an older valid snapshot, or the events from the start.
+- Each snapshot carries ``event_hash``: the hash recomputed from the content of the event at its
+  position (`GENESIS` at position 0). A read recomputes that event's hash and skips the
+  snapshot, with the same warning, when they differ: the snapshot then belongs to another chain
+  than the one stored now. Rows written before the column existed have none and are used as
+  they are. Neither check can tell a forged state whose checksum and event hash were computed
+  afresh (anyone with write access can compute both): only re-folding the events can, which
+  is what ``agentledger verify --deep`` (`agentledger.projections.verify_snapshots`) does.
 - Writing is lazy: a fold with a store and an interval writes each snapshot that falls due in
   the tail it folds (replacing a corrupt one), so the first read of a long run pays one full
   fold and later reads fold at most ``every - 1`` deltas. `take_snapshots` writes them eagerly.
@@ -49,24 +57,39 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
-from agentledger.ledger import Ledger, canonical_json
-from agentledger.projections._deltas import RunSpan, delta_patches, run_span
+from agentledger.ledger import (
+    GENESIS,
+    CorruptEventError,
+    InvalidPayloadError,
+    Ledger,
+    LedgerError,
+    canonical_json,
+    envelope_hash,
+)
+from agentledger.projections._deltas import RunSpan, delta_patches, last_position, run_span
 from agentledger.projections._json import JSONValue
 from agentledger.projections._merge import fold_patches
 from agentledger.projections._sql import engine_for
-from agentledger.projections.errors import SnapshotIntervalError, SnapshotStoreError
+from agentledger.projections.errors import (
+    PositionOutOfRangeError,
+    SnapshotIntervalError,
+    SnapshotStoreError,
+)
 
 __all__ = [
     "DEFAULT_EVERY",
     "SNAPSHOTS_TABLE",
     "Snapshot",
     "SnapshotStore",
+    "StoredSnapshot",
     "check_every",
     "checksum_of",
+    "event_hash_at",
     "fold_run",
     "take_snapshots",
 ]
@@ -86,18 +109,39 @@ _table = Table(
     Column("deltas", Integer, nullable=False),
     Column("state", Text, nullable=False),
     Column("checksum", String(64), nullable=False),
+    Column("event_hash", String(64)),
     Column("created", DateTime(timezone=True), server_default=func.current_timestamp()),
 )
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The world state of run `run_id` after `position`, which `deltas` DeltaApplied built."""
+    """The world state of run `run_id` after `position`, which `deltas` DeltaApplied built.
+
+    `event_hash` is the hash of the event at `position` the snapshot was taken at (None for a
+    snapshot written before snapshots carried one).
+    """
 
     run_id: str
     position: int
     deltas: int
     state: dict[str, JSONValue]
+    event_hash: str | None = None
+
+
+def event_hash_at(ledger: Ledger, run_id: str, position: int) -> str | None:
+    """The hash recomputed from the content of the run's event at `position`.
+
+    Never the hash stored beside the event: `GENESIS` at position 0, None when no readable
+    event is stored there.
+    """
+    if position == 0:
+        return GENESIS
+    try:
+        found = ledger.events(run_id, after=position - 1, upto=position)
+        return envelope_hash(found[0].envelope()) if found else None
+    except (CorruptEventError, InvalidPayloadError):
+        return None
 
 
 def checksum_of(state_json: bytes) -> str:
@@ -113,29 +157,49 @@ class SnapshotStore:
         self._engine: Engine = engine_for(ledger)
         self._ready = False
 
-    def save(self, run_id: str, position: int, deltas: int, state: dict[str, JSONValue]) -> None:
-        """Store (or replace) the snapshot of `run_id` after `position`."""
-        text = canonical_json(state)
+    def save(
+        self,
+        run_id: str,
+        position: int,
+        deltas: int,
+        state: dict[str, JSONValue],
+        *,
+        event_hash: str | None = None,
+    ) -> None:
+        """Store (or replace) the snapshot of `run_id` after `position`.
+
+        `event_hash` defaults to the hash recomputed from the stored event at `position`;
+        a position where no readable event is stored raises `PositionOutOfRangeError`.
+        """
+        rid = _canonical_id(run_id)
+        if event_hash is None:
+            event_hash = event_hash_at(self._ledger, rid, position)
+        if event_hash is None:
+            raise PositionOutOfRangeError(rid, position, last_position(self._ledger, rid)[1])
+        state_json = canonical_json(state)
         row = {
-            "run_id": _canonical_id(run_id),
+            "run_id": rid,
             "position": position,
             "deltas": deltas,
-            "state": text.decode("utf-8"),
-            "checksum": checksum_of(text),
+            "state": state_json.decode("utf-8"),
+            "checksum": checksum_of(state_json),
+            "event_hash": event_hash,
         }
         insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
         statement = insert(_table).values(**row)
+        replaced = ("deltas", "state", "checksum", "event_hash")
         statement = statement.on_conflict_do_update(
             index_elements=["run_id", "position"],
-            set_={key: statement.excluded[key] for key in ("deltas", "state", "checksum")},
+            set_={key: statement.excluded[key] for key in replaced},
         )
         self._write(lambda connection: connection.execute(statement))
 
     def latest(self, run_id: str, at: int | None = None) -> Snapshot | None:
         """The newest valid snapshot of `run_id` at or before `at` (any position if None).
 
-        Rows that fail their checksum or cannot be read are skipped, each with a
-        ``snapshot.ignored`` warning; None when no valid snapshot is left.
+        Rows that fail their checksum, cannot be read, or whose event hash is not the hash of
+        the event now stored at their position are skipped, each with a ``snapshot.ignored``
+        warning; None when no valid snapshot is left.
         """
         rid = _canonical_id(run_id)
         bound = at
@@ -145,9 +209,41 @@ class SnapshotStore:
                 return None
             snapshot, problem = _parse(rid, row)
             if snapshot is not None:
-                return snapshot
+                problem = self._unbound(snapshot)
+                if not problem:
+                    return snapshot
             _warn(self._ledger, "snapshot.ignored", run_id=rid, position=row[0], reason=problem)
             bound = int(row[0]) - 1
+
+    def _unbound(self, snapshot: Snapshot) -> str:
+        """Why `snapshot` does not belong to the events stored now ("" when it does)."""
+        if snapshot.event_hash is None:
+            return ""  # written before snapshots carried an event hash
+        try:
+            actual = event_hash_at(self._ledger, snapshot.run_id, snapshot.position)
+        except LedgerError as e:
+            return f"the event at its position cannot be read: {e}"
+        if actual is None:
+            return "no readable event is stored at its position"
+        if actual != snapshot.event_hash:
+            return (
+                f"event hash mismatch: taken at event {snapshot.event_hash[:12]}, "
+                f"the event stored there hashes to {actual[:12]}"
+            )
+        return ""
+
+    def rows(self, run_id: str) -> list[StoredSnapshot]:
+        """Every snapshot row of `run_id` as stored (valid or not), by position."""
+        rid = _canonical_id(run_id)
+        columns = (_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
+        query = select(*columns, _table.c.event_hash).where(_table.c.run_id == rid)
+        found = self._read(lambda c: c.execute(query.order_by(_table.c.position)).all())
+        return [StoredSnapshot(rid, *row) for row in found]
+
+    def run_ids(self) -> list[str]:
+        """The runs that have snapshot rows, sorted."""
+        query = select(_table.c.run_id).distinct().order_by(_table.c.run_id)
+        return [str(r) for r in self._read(lambda c: c.execute(query).scalars().all())]
 
     def positions(self, run_id: str) -> list[int]:
         """The positions of `run_id` that have a snapshot row (valid or not), ascending."""
@@ -168,7 +264,8 @@ class SnapshotStore:
         return int(self._write(lambda c: c.execute(delete(_table)).rowcount))
 
     def _newest_row(self, run_id: str, bound: int | None) -> tuple[Any, ...] | None:
-        query = select(_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
+        columns = (_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
+        query = select(*columns, _table.c.event_hash)
         query = query.where(_table.c.run_id == run_id)
         if bound is not None:
             query = query.where(_table.c.position <= bound)
@@ -201,12 +298,49 @@ class SnapshotStore:
             # Another process may have created the table between the check and the CREATE.
             if not inspect(self._engine).has_table(SNAPSHOTS_TABLE):
                 raise SnapshotStoreError(self._ledger.url, str(e)) from e
+        self._add_event_hash_column()
         self._ready = True
+
+    def _add_event_hash_column(self) -> None:
+        """Give a table made before snapshots carried an event hash its ``event_hash`` column."""
+
+        def columns() -> set[str]:
+            return {c["name"] for c in inspect(self._engine).get_columns(SNAPSHOTS_TABLE)}
+
+        try:
+            present = columns()
+            if "event_hash" in present or "checksum" not in present:
+                return  # current, or not our table at all (reads will report it)
+            with self._engine.begin() as connection:
+                connection.execute(
+                    text(f"ALTER TABLE {SNAPSHOTS_TABLE} ADD COLUMN event_hash VARCHAR(64)")
+                )
+        except SQLAlchemyError as e:
+            # Another process may have added it between the look and the ALTER.
+            if "event_hash" not in columns():
+                raise SnapshotStoreError(self._ledger.url, str(e)) from e
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """A snapshot row as stored, before any check: what ``verify --deep`` examines."""
+
+    run_id: str
+    position: int
+    deltas: Any
+    state: Any
+    checksum: Any
+    event_hash: Any
+
+    def parse(self) -> tuple[Snapshot | None, str]:
+        """The snapshot, or None and why its row cannot be trusted (checksum, unreadable)."""
+        row = (self.position, self.deltas, self.state, self.checksum, self.event_hash)
+        return _parse(self.run_id, row)
 
 
 def _parse(run_id: str, row: tuple[Any, ...]) -> tuple[Snapshot | None, str]:
     """The snapshot in `row`, or None and why it cannot be trusted."""
-    position, deltas, state_text, checksum = row
+    position, deltas, state_text, checksum, event_hash = row
     try:
         data = state_text.encode("utf-8")
         if checksum_of(data) != checksum:
@@ -216,7 +350,9 @@ def _parse(run_id: str, row: tuple[Any, ...]) -> tuple[Snapshot | None, str]:
         return None, f"unreadable row: {e}"
     if not isinstance(state, dict) or not isinstance(deltas, int) or deltas < 0:
         return None, "unreadable row: the state is not an object or the delta count is invalid"
-    return Snapshot(run_id, int(position), deltas, state), ""
+    if event_hash is not None and not isinstance(event_hash, str):
+        return None, "unreadable row: the event hash is not text"
+    return Snapshot(run_id, int(position), deltas, state, event_hash), ""
 
 
 def _parse_int(text: str) -> int | float:
@@ -241,29 +377,30 @@ def check_every(every: int) -> int:
 
 def fold_run(
     ledger: Ledger, span: RunSpan, *, store: SnapshotStore | None, every: int | None
-) -> dict[str, JSONValue]:
-    """The world state after `span.at`, from the newest valid snapshot when `store` is given.
+) -> tuple[dict[str, JSONValue], Snapshot | None]:
+    """The world state after `span.at`, and the snapshot the fold started from (None: none).
 
-    With `store` and `every`, snapshots that fall due in the folded tail are written as it
-    goes. Snapshot read or write failures are logged and never change the result.
+    Starts from the newest valid snapshot when `store` is given; with `store` and `every`,
+    snapshots that fall due in the folded tail are written as it goes. Snapshot read or write
+    failures are logged and never change the result.
     """
     if store is None:
-        return _fold_tail(ledger, span, None, 0, None)
+        return _fold_tail(ledger, span, None, 0, None), None
     start = _safe_latest(ledger, store, span)
     if not every:
-        return _fold_tail(ledger, span, start, 0, None)
+        return _fold_tail(ledger, span, start, 0, None), start
 
     def save(position: int, count: int, state: dict[str, JSONValue]) -> bool:
         try:
             store.save(span.run_id, position, count, state)
-        except SnapshotStoreError as e:
+        except (SnapshotStoreError, PositionOutOfRangeError) as e:
             _warn(
                 ledger, "snapshot.not_saved", run_id=span.run_id, position=position, reason=str(e)
             )
             return False
         return True
 
-    return _fold_tail(ledger, span, start, every, save)
+    return _fold_tail(ledger, span, start, every, save), start
 
 
 def take_snapshots(ledger: Ledger, run_id: str, every: int = DEFAULT_EVERY) -> int:

@@ -1,27 +1,48 @@
 """World state and time travel: a run's state after any position, and its whole history.
 
 Owns the public reads `world_state` (the left fold from ``{}`` of a run's DeltaApplied patches
-up to a position, optionally from a snapshot) and `state_history` (each delta's position with
-the state after it, produced lazily). Every state handed out is a fresh tree the caller may
-mutate. Must not write events; snapshots are only a cache (see `_snapshots`), so every result
-here is the same with or without them.
+up to a position, optionally from a snapshot), `fold_world_state` (the same, saying which
+snapshot the fold started from, so an audit answer can say it rests on derived data) and
+`state_history` (each delta's position with the state after it, produced lazily). Every state
+handed out is a fresh tree the caller may mutate. Must not write events; snapshots are only a
+cache (see `_snapshots`), so every result here is the same with or without them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import cast
 
 from agentledger.ledger import Ledger
 from agentledger.projections._deltas import RunSpan, delta_patches, run_span
 from agentledger.projections._json import JSONValue, json_copy
 from agentledger.projections._merge import apply_patch
-from agentledger.projections._snapshots import DEFAULT_EVERY, SnapshotStore, check_every, fold_run
+from agentledger.projections._snapshots import (
+    DEFAULT_EVERY,
+    Snapshot,
+    SnapshotStore,
+    check_every,
+    fold_run,
+)
 
-__all__ = ["WorldState", "state_history", "world_state"]
+__all__ = ["FoldedState", "WorldState", "fold_world_state", "state_history", "world_state"]
 
 WorldState = dict[str, JSONValue]
 """A run's world state: always a JSON object, since every delta is an object patch."""
+
+
+@dataclass(frozen=True)
+class FoldedState:
+    """A world state and where it came from.
+
+    `snapshot` is the snapshot the fold started from, or None when it folded every delta from
+    the run's first event. A snapshot is derived data: its event hash was checked against the
+    stored event at its position, but its state was not re-folded (``verify --deep`` does).
+    """
+
+    state: WorldState
+    snapshot: Snapshot | None
 
 
 def world_state(
@@ -45,11 +66,24 @@ def world_state(
     below 0 or past the run's last position, `InvalidDeltaError` for a recorded delta that is
     not a JSON object, and `SnapshotIntervalError` for an `every` below 1.
     """
+    return fold_world_state(ledger, run_id, at, snapshots=snapshots, every=every).state
+
+
+def fold_world_state(
+    ledger: Ledger,
+    run_id: str,
+    at: int | None = None,
+    *,
+    snapshots: bool | SnapshotStore = False,
+    every: int | None = DEFAULT_EVERY,
+) -> FoldedState:
+    """`world_state`, with the snapshot the fold started from (see `FoldedState`)."""
     if every is not None:
         check_every(every)
     span = run_span(ledger, run_id, at)
     store = _store(ledger, snapshots)
-    return fold_run(ledger, span, store=store, every=every if store is not None else None)
+    state, start = fold_run(ledger, span, store=store, every=every if store is not None else None)
+    return FoldedState(state, start)
 
 
 def state_history(ledger: Ledger, run_id: str) -> Iterator[tuple[int, WorldState]]:

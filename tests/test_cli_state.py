@@ -159,3 +159,18 @@ def test_an_unknown_run_is_an_error(state: Any) -> None:
     done = state("ffffffff")
     assert (done.status, done.out) == (2, "")
     assert "no run matches 'ffffffff'" in done.err
+
+
+def test_an_answer_from_a_snapshot_says_so_on_stderr(state: Any, recorded: Recorded) -> None:
+    """When a snapshot served, stderr says it is derived data not re-verified; stdout is JSON."""
+    with Ledger.open(recorded.url) as ledger:
+        take_snapshots(ledger, recorded.run_id, every=2)
+        engine_for(ledger).dispose()
+    done = state(recorded.run_id, "--diff-from", "0")
+    assert done.status == 0
+    assert done.json() == fold(DELTAS)
+    [note] = done.err.splitlines()
+    assert f"started from the snapshot at position {recorded.positions[1]}" in note
+    assert "not re-verified" in note
+    assert f"agentledger verify --deep {recorded.run_id}" in note
+    assert state(recorded.run_id, "--no-snapshots").err == ""

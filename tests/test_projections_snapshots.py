@@ -23,10 +23,13 @@ from structlog.testing import capture_logs
 from agentledger.ledger import EventLogger, Ledger
 from agentledger.projections import (
     JSONValue,
+    PositionOutOfRangeError,
     SnapshotIntervalError,
     SnapshotStore,
     fold_patches,
+    fold_world_state,
     take_snapshots,
+    verify_snapshots,
     world_state,
 )
 from agentledger.projections._sql import engine_for
@@ -385,3 +388,51 @@ def test_the_library_is_silent_when_nothing_configured_logging(
             counting_deltas(6)
         )
     assert capsys.readouterr() == ("", "")
+
+
+# Event hashes and re-folding --------------------------------------------------------------
+
+
+def test_a_snapshot_taken_at_another_event_is_skipped_and_logged(ledger: Ledger) -> None:
+    """A row whose event hash is not the hash of the event at its position is not used."""
+    run_id = record_deltas(ledger, counting_deltas(12))
+    take_snapshots(ledger, run_id, every=4)
+    full = world_state(ledger, run_id)
+    newest = rows(ledger, run_id)[-1][0]
+    set_row(ledger, run_id, newest, event_hash="ab" * 32)
+    with capture_logs() as logs:
+        assert world_state(ledger, run_id, snapshots=True, every=None) == full
+    [(rid, position, reason)] = warnings_named(logs, "snapshot.ignored")
+    assert (rid, position) == (run_id, newest)
+    assert reason.startswith("event hash mismatch: taken at event abababababab")
+
+
+def test_verify_snapshots_names_a_forged_state_with_a_recomputed_checksum(ledger: Ledger) -> None:
+    """Reads trust a forged row whose checksum was recomputed; re-folding the events does not."""
+    run_id = record_deltas(ledger, counting_deltas(12))
+    take_snapshots(ledger, run_id, every=4)
+    assert verify_snapshots(ledger, run_id).ok
+    newest = rows(ledger, run_id)[-1][0]
+    forged = '{"n":-1}'
+    set_row(ledger, run_id, newest, state=forged, checksum=hashlib.sha256(b'{"n":-1}').hexdigest())
+    folded = fold_world_state(ledger, run_id, newest, snapshots=True, every=None)
+    assert folded.snapshot is not None
+    assert folded.state == {"n": -1}
+    [problem] = verify_snapshots(ledger).problems
+    assert (problem.run_id, problem.position, problem.reason) == (
+        run_id,
+        newest,
+        "snapshot state differs",
+    )
+    assert problem.detail.startswith("/k0: the snapshot holds nothing, the events fold to ")
+
+
+def test_saving_a_snapshot_where_no_event_is_stored_is_refused(ledger: Ledger) -> None:
+    """A snapshot is bound to the event at its position, so there must be one (or position 0)."""
+    run_id = record_deltas(ledger, counting_deltas(3))
+    last = ledger.run(run_id).event_count
+    store = SnapshotStore(ledger)
+    store.save(run_id, 0, 0, {})
+    with pytest.raises(PositionOutOfRangeError, match=f"0 to {last}"):
+        store.save(run_id, last + 1, 3, {"n": 2})
+    assert store.positions(run_id) == [0]

@@ -34,7 +34,11 @@ from agentledger.ledger.events import (
     PromptRef,
     ToolErrorInfo,
 )
-from agentledger.projections import ReadModelOptionError, ReadModelProjector
+from agentledger.projections import (
+    ReadModelOptionError,
+    ReadModelProjector,
+    verify_read_models,
+)
 
 # Recording helpers ---------------------------------------------------------------------------
 
@@ -548,3 +552,35 @@ def _apply_op(run: RunRecorder, op: tuple[Any, ...]) -> None:
         run.complete()
     else:
         run.fail(ErrorInfo(type="E", message="failed"))
+
+
+def test_verify_read_models_names_an_edited_row_and_changes_nothing(
+    ledger: Ledger, projector: ReadModelProjector
+) -> None:
+    """On every backend: a caught-up model matches a rebuild; an edited cost is named, not fixed."""
+    a = start(ledger, tags=("x",))
+    call(a, latency=2.0, cost=0.5)
+    tool(a, ok=False)
+    a.complete()
+    projector.catch_up()
+    assert verify_read_models(ledger).ok
+    with projector.engine.begin() as conn:
+        conn.execute(text("UPDATE al_rm_model_calls SET cost_usd = 0.01, input_tokens = 1"))
+    edited = projector.table_rows()
+    [difference] = verify_read_models(ledger).differences
+    assert (difference.table, difference.kind) == ("al_rm_model_calls", "differs")
+    assert dict(difference.key)["run_id"] == a.run_id
+    assert {name for name, _, _ in difference.columns} == {"cost_usd", "input_tokens"}
+    assert projector.table_rows() == edited
+
+
+def test_catch_up_can_stop_at_a_given_notification(
+    ledger: Ledger, projector: ReadModelProjector
+) -> None:
+    """``catch_up(upto=N)`` applies notifications up to N only (a rebuild for comparison)."""
+    start(ledger).complete()
+    start(ledger).complete()
+    middle = ledger.max_notification_id() // 2
+    projector.catch_up(upto=middle)
+    assert projector.position() == middle
+    assert projector.lag() == ledger.max_notification_id() - middle
