@@ -10,7 +10,8 @@ from typing import Any
 from agentledger.cli._common import CliError, open_ledger, resolve_run
 from agentledger.cli._format import runs_table, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
-from agentledger.ledger import Ledger, blob_refs_in
+from agentledger.cli._trust_commands import verifier_keys, verify_file_command
+from agentledger.ledger import Ledger, VerifyReport, blob_refs_in
 from agentledger.projections import ProjectionError, SnapshotReport, verify_snapshots
 
 __all__ = ["register"]
@@ -42,6 +43,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--deep",
         action="store_true",
         help="also re-fold the events behind every world-state snapshot and compare",
+    )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="FILE|DIR",
+        help="a signed checkpoint, or a directory of published ones: the ledger must hold "
+        "exactly the history each one signed (repeatable)",
+    )
+    p.add_argument(
+        "--vkey",
+        action="append",
+        default=[],
+        metavar="KEY|FILE",
+        help="the verifier key that signs the checkpoints (NAME.vkey or its text; repeatable)",
+    )
+    p.add_argument(
+        "--file",
+        metavar="EXPORT",
+        help="check an export file offline instead of a database (with the checkpoint and "
+        "inclusion proofs it carries, against --vkey)",
     )
     p.set_defaults(func=cmd_verify)
 
@@ -119,20 +141,51 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Verify one run or all."""
+    """Verify one run or all (or an export file offline)."""
+    if args.file:
+        return verify_file_command(args)
+    if args.checkpoint and not args.vkey:
+        raise CliError("verify --checkpoint needs --vkey: the verifier key that signs it")
+    keys = verifier_keys(args.vkey)
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run) if args.run else None
-        report = ledger.verify(run_id)
+        report = ledger.verify(run_id, checkpoint=args.checkpoint or None, verifier_keys=keys)
         snapshots = verify_snapshots_deeply(ledger, run_id) if args.deep else None
     for problem in report.problems:
         print(f"BROKEN {problem}")
-    verdict = "intact" if report.ok else f"BROKEN ({len(report.broken_runs)} runs)"
+    for log_problem in report.log_problems:
+        print(f"BROKEN {log_problem}")
+    broken = len(report.broken_runs)
+    verdict = "intact" if report.ok else f"BROKEN ({broken} runs)" if broken else "BROKEN"
     print(
         f"{verdict}: {report.runs_checked} runs, {report.events_checked} events, "
         f"{report.blobs_checked} blobs checked"
     )
+    print_checkpoint_summary(report)
     deep_ok = print_snapshot_report(snapshots) if snapshots is not None else True
     return 0 if report.ok and deep_ok else 1
+
+
+def print_checkpoint_summary(report: VerifyReport) -> None:
+    """One line on what the checkpoints covered (the largest one that holds)."""
+    if not report.checkpoints:
+        return
+    held = [c for c in report.checkpoints if c.ok]
+    if not held:
+        print(f"checkpoints: none of {len(report.checkpoints)} holds")
+        return
+    top = max(held, key=lambda c: c.checkpoint.size)
+    body = top.checkpoint
+    uncovered = top.not_covered
+    tail = (
+        f"; {uncovered} later events are not covered by any checkpoint yet"
+        if uncovered
+        else "; every event is covered"
+    )
+    print(
+        f"checkpoints intact: {len(held)} of {len(report.checkpoints)} hold; the latest, "
+        f"{body.origin} at {body.size} events, is re-derived from the events{tail}"
+    )
 
 
 def verify_snapshots_deeply(ledger: Ledger, run_id: str | None) -> SnapshotReport:

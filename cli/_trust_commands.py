@@ -21,7 +21,7 @@ from agentledger.ledger.signed_note import (
     write_key_pair,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "verifier_keys", "verify_file_command"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -132,3 +132,30 @@ def cmd_prove(args: argparse.Namespace) -> int:
         proof = ledger.prove(run_id, args.position, checkpoint=note, verifier_keys=keys)
     print(json.dumps(proof, indent=2, ensure_ascii=False))
     return 0
+
+
+def verify_file_command(args: argparse.Namespace) -> int:
+    """``verify --file EXPORT --vkey KEY``: an export file checked offline, no database."""
+    from agentledger.ledger import verify_export
+
+    if not args.vkey:
+        raise CliError("verify --file needs --vkey: the verifier key that signs its checkpoint")
+    if args.run or args.checkpoint or args.deep:
+        raise CliError("verify --file takes no RUN, --checkpoint or --deep: the file holds all")
+    report = verify_export(Path(args.file), verifier_keys(args.vkey))
+    for problem in report.problems:
+        print(f"BROKEN {problem}")
+    for log_problem in report.log_problems:
+        print(f"BROKEN {log_problem}")
+    if report.ok:
+        check = report.checkpoints[0]
+        body = check.checkpoint
+        covered = report.events_checked - check.not_covered
+        print(
+            f"intact: {args.file}: {report.events_checked} events, {report.blobs_checked} blobs; "
+            f"{covered} events proven in {body.origin}'s checkpoint of {body.size} events"
+            + (f"; {check.not_covered} later events not covered" if check.not_covered else "")
+        )
+        return 0
+    print(f"BROKEN: {args.file}")
+    return 1

@@ -15,13 +15,18 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentledger.ledger import merkle
 from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
-from agentledger.ledger._tlog import TransparencyLog, TransparencyLogError
+from agentledger.ledger._tlog import (
+    LogProblem,
+    TransparencyLog,
+    TransparencyLogError,
+    check_checkpoints,
+)
 from agentledger.ledger.errors import LedgerError
 from agentledger.ledger.signed_note import (
     NoteError,
@@ -31,11 +36,15 @@ from agentledger.ledger.signed_note import (
     verifier_key_of,
 )
 
+if TYPE_CHECKING:
+    from agentledger.ledger._verify import VerifyReport
+
 __all__ = [
     "CheckpointError",
     "OpenedCheckpoint",
     "check_inclusion",
     "check_split_view",
+    "checkpoint_sources",
     "inclusion",
     "issue_checkpoint",
     "open_checkpoint",
@@ -43,6 +52,7 @@ __all__ = [
     "published_checkpoints",
     "read_checkpoints",
     "split_note",
+    "verify_checkpoints",
 ]
 
 _PUBLISHED = re.compile(r"^(\d{8})\.checkpoint$")
@@ -256,6 +266,67 @@ def check_inclusion(item: dict[str, Any], checkpoint: Checkpoint, event_hash: st
     except (KeyError, TypeError, ValueError) as e:
         return f"the inclusion proof does not verify: {e}"
     return None
+
+
+def checkpoint_sources(
+    checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+) -> list[tuple[str, str]]:
+    """(source, signed note text) for each checkpoint given as text, file or directory."""
+    items: Sequence[str | os.PathLike[str]]
+    items = [checkpoint] if isinstance(checkpoint, str | os.PathLike) else checkpoint
+    out: list[tuple[str, str]] = []
+    for item in items:
+        if isinstance(item, str) and "\n" in item:
+            out.append(("(text)", item))
+            continue
+        path = Path(item)
+        if path.is_dir():
+            files = published_checkpoints(path)
+            if not files:
+                raise CheckpointError("unreadable", "no NNNNNNNN.checkpoint files", str(path))
+        elif path.exists():
+            files = [path]
+        else:
+            raise CheckpointError("unreadable", "no such file or directory", str(path))
+        for file in files:
+            try:
+                out.append((str(file), file.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError) as e:
+                raise CheckpointError("unreadable", str(e), str(file)) from None
+    return out
+
+
+def verify_checkpoints(
+    log: TransparencyLog,
+    checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    verifier_keys: Sequence[str],
+    report: VerifyReport,
+) -> None:
+    """Check the ledger against signed checkpoints; add what is found to `report`.
+
+    A checkpoint whose signature does not verify is a "bad signature" problem (it is not used
+    further); two of one origin and size with different roots are "forked" (split view). The
+    same finding (reason, run, position) from several checkpoints is reported once, for the
+    first checkpoint that shows it.
+    """
+    opened: list[OpenedCheckpoint] = []
+    for source, text in checkpoint_sources(checkpoint):
+        try:
+            opened.append(open_checkpoint(text, verifier_keys, source=source))
+        except CheckpointError as e:
+            detail = f"{e.reason}: {e.detail}" if e.reason != "bad signature" else e.detail
+            report.log_problems.append(LogProblem("bad signature", detail, checkpoint=source))
+    for detail in check_split_view(opened):
+        report.log_problems.append(LogProblem("forked", detail))
+    checks = check_checkpoints(log, [o.checkpoint for o in opened])
+    seen: set[tuple[str, str | None, int | None]] = set()
+    for source, check in zip(opened, checks, strict=True):
+        report.checkpoints.append(check)
+        for problem in check.problems:
+            key = (problem.reason, problem.run_id, problem.position)
+            if key not in seen:
+                seen.add(key)
+                report.log_problems.append(replace(problem, checkpoint=source.source))
 
 
 def dumps(value: Any) -> str:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from pydantic import ValidationError
 
-from agentledger.ledger._canonical import canonical_json, canonical_json_trusted, loads
+from agentledger.ledger._canonical import canonical_json_trusted, loads
 from agentledger.ledger._codec import unpack_blob
 from agentledger.ledger._hashing import GENESIS, blob_ref
+from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
 from agentledger.ledger._records import (
@@ -37,6 +38,7 @@ from agentledger.ledger.errors import (
     ConcurrencyError,
     CorruptBlobError,
     CorruptEventError,
+    ExportRefusedError,
     InvalidEventError,
     RunClosedError,
     StorageError,
@@ -69,11 +71,15 @@ class Ledger:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         log: EventLogger | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
         self._store = store
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.log = log
+        self.limits: Limits = limits or Limits()
 
     @classmethod
     def open(
@@ -83,11 +89,17 @@ class Ledger:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         log: EventLogger | None = None,
+        limits: Limits | None = None,
     ) -> Ledger:
-        """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``)."""
-        return cls(
-            open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL), clock=clock, ids=ids, log=log
-        )
+        """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``).
+
+        `limits` caps the size and depth of every payload and blob written or imported (default
+        `Limits()`: 16 MiB and 256 levels).
+        """
+        if limits is not None and not isinstance(limits, Limits):
+            raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
+        store = open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL)
+        return cls(store, clock=clock, ids=ids, log=log, limits=limits)
 
     @property
     def url(self) -> str:
@@ -163,10 +175,11 @@ class Ledger:
 
     def append(self, run_id: str, *events: LedgerEvent) -> list[RecordedEvent]:
         """Append events to an existing run in one transaction (low-level; prefer a recorder)."""
+        prepared = [self._prepare(event) for event in events]
         run = self.load(run_id)
-        if run.status != "running" and any(e.kind != "RunAnnotated" for e in events):
+        if run.status != "running" and any(e.kind != "RunAnnotated" for e in prepared):
             raise RunClosedError(run_id, run.status)
-        return self._commit(run, list(events), {})
+        return self._commit(run, prepared, {})
 
     def annotate(
         self,
@@ -201,8 +214,8 @@ class Ledger:
     def put_blobs(self, values: Iterable[Any]) -> list[str]:
         """Store JSON values as blobs outside any run (tests and imports); return their refs."""
         rows = []
-        for value in values:
-            canonical = canonical_json(value)
+        for index, value in enumerate(values):
+            canonical = self.limits.canonical(value, f"blob {index}")
             rows.append(encode_blob(blob_ref(canonical), canonical))
         if rows:
             self._store.recorder.insert_events([], blobs=rows)
@@ -334,8 +347,21 @@ class Ledger:
 
     # Verification ----------------------------------------------------------------------------
 
-    def verify(self, run_id: str | None = None) -> VerifyReport:
+    def verify(
+        self,
+        run_id: str | None = None,
+        *,
+        checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        verifier_keys: Sequence[str] = (),
+    ) -> VerifyReport:
         """Recompute every hash (one run, or all) and report what is broken, by run and position.
+
+        With `checkpoint` (a signed checkpoint's text, a checkpoint file, a directory of
+        published checkpoints, or a list of them) and the `verifier_keys` that sign them, also
+        check each signature, re-derive each checkpoint's root from the events' hashes, check
+        that today's log extends it, and that no two checkpoints of one size disagree: the
+        findings are in ``report.log_problems`` (re-chained, truncated, rolled back, forked,
+        bad signature), with the run and position where they can be named.
 
         Also checks each run's runs-index row and tags against its events, and that no run was
         started from a position past its parent's last event. Without a signed checkpoint a cut
@@ -364,14 +390,29 @@ class Ledger:
             children = [i.run_id for i in self.runs() if i.parent_run_id == ids[0]]
             starts += [r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]]
         report.problems += forks_past_end(starts, ends)
+        if checkpoint is not None:
+            from agentledger.ledger._checkpoints import verify_checkpoints
+
+            verify_checkpoints(self.transparency_log, checkpoint, verifier_keys, report)
         return report
 
     def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
-        """Write one run (events and every blob it refers to) to a JSONL file."""
+        """Write one run (events and every blob it refers to) to a JSONL file.
+
+        Refuses (`ExportRefusedError`, before opening anything) a `path` that is this ledger's
+        own database file or one of its ``-wal``/``-shm``/``-journal`` files, however spelled.
+        """
         from agentledger.ledger._export import export_run
 
         self.run(run_id)
-        return export_run(self, run_id, path)
+        own = self._store.own_file(path)
+        if own is not None:
+            reason = f"it is this ledger's own database file ({own}); writing it would destroy it"
+            raise ExportRefusedError(os.fspath(path), reason)
+        try:
+            return export_run(self, run_id, path)
+        except OSError as e:
+            raise ExportRefusedError(os.fspath(path), f"cannot write the file: {e}") from e
 
     def import_file(self, path: str | os.PathLike[str]) -> str:
         """Verify an export file and write its run; refuses a broken file and writes nothing."""
@@ -479,10 +520,19 @@ class Ledger:
         except ValidationError as e:
             raise InvalidEventError(event_class.kind, _describe(e)) from None
 
+    def _prepare(self, event: LedgerEvent) -> Prepared:
+        """An event's payload and canonical bytes, checked against the ledger's `Limits`."""
+        if not isinstance(event, LedgerEvent):
+            raise InvalidEventError(type(event).__name__, "the ledger takes catalogue events")
+        payload = _dump(event, exclude_defaults=True)
+        payload_jcs = canonical_json_trusted(payload)
+        self.limits.check_payload(payload, payload_jcs, f"the {event.kind} payload")
+        return Prepared(event.kind, event.class_version, payload, payload_jcs)
+
     def _commit(
         self,
         run: Run | None,
-        events: Sequence[LedgerEvent],
+        events: Sequence[LedgerEvent | Prepared],
         blobs: Mapping[str, bytes],
         *,
         started: tuple[str, RunStarted] | None = None,
@@ -492,6 +542,8 @@ class Ledger:
         Builds the stored events directly in the mapper's format (one canonical serialisation
         per payload serves both its hash and its storage) and advances the `Run` aggregate only
         after the transaction commits; `load` rebuilds the same aggregate through eventsourcing.
+        Every event is checked before anything is written: against the `Limits`, RunStarted only
+        first, and an end event's count and head hash against the chain it closes.
         """
         if run is None:
             assert started is not None
@@ -502,11 +554,10 @@ class Ledger:
         recorded: list[RecordedEvent] = []
         stored: list[StoredEvent] = []
         for event in events:
-            kind = event.kind
-            version = event.class_version
-            payload = event.model_dump(mode="json", exclude_defaults=True)
-            payload_jcs = canonical_json_trusted(payload)
+            item = event if isinstance(event, Prepared) else self._prepare(event)
+            kind, version, payload, payload_jcs = item
             position += 1
+            _check_place(kind, payload, position, head)
             timestamp = self.clock.now()
             event_id = self.ids.new_id()
             digest, state = seal(
@@ -536,7 +587,7 @@ class Ledger:
             head_hash=head,
             status=status,
             updated_at=recorded[-1].timestamp if recorded else self.clock.now(),
-            started=started[1].model_dump(mode="json") if started else None,
+            started=_dump(started[1], exclude_defaults=False) if started else None,
             tags=tuple(started[1].tags) if started else (),
         )
         rows = [encode_blob(ref, data) for ref, data in blobs.items()]
@@ -552,6 +603,43 @@ class Ledger:
             for record in recorded:
                 self.log.recorded(record)
         return recorded
+
+
+class Prepared(NamedTuple):
+    """An event ready to be sealed: kind, schema version, payload and its canonical bytes."""
+
+    kind: str
+    version: int
+    payload: dict[str, Any]
+    payload_jcs: bytes
+
+
+def _dump(event: LedgerEvent, *, exclude_defaults: bool) -> dict[str, Any]:
+    """An event's payload as JSON values (fresh containers: callers may edit them).
+
+    pydantic's JSON-mode serialiser refuses free-form values nested more than about 254 levels;
+    Python mode has no such limit and gives the same values for every catalogue field type, so
+    it serves those payloads and `Limits.check_payload` then refuses them by their depth.
+    """
+    try:
+        return event.model_dump(mode="json", exclude_defaults=exclude_defaults)
+    except ValueError:
+        return event.model_dump(mode="python", exclude_defaults=exclude_defaults)
+
+
+def _check_place(kind: str, payload: Mapping[str, Any], position: int, prev: str) -> None:
+    """Refuse an event that cannot stand at `position` after `prev` (nothing is written)."""
+    if kind == "RunStarted" and position != 1:
+        raise InvalidEventError(kind, f"a run starts once: RunStarted cannot be at {position}")
+    if kind in {"RunCompleted", "RunFailed"}:
+        count, head = payload.get("event_count"), payload.get("head_hash")
+        if count != position or head != prev:
+            raise InvalidEventError(
+                kind,
+                f"event_count={count} and head_hash={str(head)[:12]}... must be the end's "
+                f"position {position} and the hash before it, {prev[:12]}...: use the "
+                "recorder's complete() or fail()",
+            )
 
 
 def _describe(error: ValidationError) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from uuid import UUID
 
@@ -35,12 +35,14 @@ from agentledger.ledger.errors import LedgerError
 
 __all__ = [
     "TILE_WIDTH",
+    "CheckpointCheck",
     "LogHead",
     "LogProblem",
     "LogReason",
     "TransparencyLog",
     "TransparencyLogError",
     "check_checkpoint",
+    "check_checkpoints",
 ]
 
 TILE_HEIGHT = 8
@@ -50,7 +52,9 @@ _TILE_BYTES = TILE_WIDTH * _HASH
 _READ_BATCH = 20_000
 _EMPTY_ROOT = hashlib.sha256(b"").digest()
 
-LogReason = Literal["re-chained", "truncated", "rolled back", "forked", "log damaged"]
+LogReason = Literal[
+    "re-chained", "truncated", "rolled back", "forked", "bad signature", "log damaged"
+]
 
 
 class TransparencyLogError(LedgerError):
@@ -80,10 +84,12 @@ class LogProblem:
     detail: str
     run_id: str | None = None
     position: int | None = None
+    checkpoint: str = ""
 
     def __str__(self) -> str:
+        source = f"checkpoint {self.checkpoint}: " if self.checkpoint else ""
         where = f"run {self.run_id} position {self.position}: " if self.run_id else ""
-        return f"{where}{self.reason} ({self.detail})"
+        return f"{source}{where}{self.reason} ({self.detail})"
 
 
 def _perfect_root(hashes: bytes) -> bytes:
@@ -341,57 +347,90 @@ class CheckpointCheck:
 
 
 def check_checkpoint(log: TransparencyLog, checkpoint: Checkpoint) -> CheckpointCheck:
-    """Compare the ledger's events (and its stored log) with a checkpoint's signed tree.
+    """Compare the ledger's events (and its stored log) with one checkpoint's signed tree."""
+    return check_checkpoints(log, [checkpoint])[0]
 
-    The signature is the caller's to check first. This re-derives the root of the first
-    ``checkpoint.size`` events from their hashes and compares it with the signed root; then
-    checks that the stored log (what proofs are served from) is consistent with it. Memory
-    stays bounded: the events are streamed, and only O(log n) subtree roots are kept.
+
+def check_checkpoints(
+    log: TransparencyLog, checkpoints: Sequence[Checkpoint]
+) -> list[CheckpointCheck]:
+    """Compare the ledger's events (and its stored log) with checkpoints' signed trees.
+
+    Signatures are the caller's to check first. One pass over the events' hashes re-derives the
+    root at every checkpoint's size and compares it with the signed root; then each checkpoint
+    is checked to be extended by the stored log (what proofs are served from). Memory stays
+    bounded: the events are streamed, and only O(log n) subtree roots are kept.
     """
-    size = checkpoint.size
-    result = CheckpointCheck(checkpoint, integrated=log.size())
-    at_size = _CompactRange()
+    integrated = log.size()
+    results = [CheckpointCheck(c, integrated=integrated) for c in checkpoints]
+    sizes = sorted({c.size for c in checkpoints})
+    roots: dict[int, bytes] = {}
+    compact = _CompactRange()
+    events = 0
+    unreadable: LogProblem | None = None
+    pending = iter(sizes)
+    wanted = next(pending, None)
+    while wanted == 0:
+        roots[0] = compact.root()
+        wanted = next(pending, None)
     for head in log.heads():
-        result.events += 1
-        if at_size.size < size:
-            try:
-                leaf = log._leaves([head])[0]
-            except TransparencyLogError as e:
-                problem = LogProblem("re-chained", e.detail, e.run_id, e.position)
-                result.problems.append(problem)
-                return result
-            at_size.append(leaf)
-    if result.events < size:
-        _missing(log, result)
-    elif at_size.root() != checkpoint.root:
-        _differs(log, result)
-    elif size > 0 and result.integrated > size:
+        events += 1
+        if wanted is None or unreadable is not None:
+            continue
         try:
-            proof = log.consistency_proof(size, result.integrated)
-            today = log.root(result.integrated)
-            merkle.verify_consistency(size, result.integrated, checkpoint.root, today, proof)
-        except (merkle.ProofError, TransparencyLogError) as e:
-            detail = f"the stored tree cannot prove that it extends the checkpoint: {e}"
-            result.problems.append(LogProblem("log damaged", detail))
-    return result
+            compact.append(log._leaves([head])[0])
+        except TransparencyLogError as e:
+            unreadable = LogProblem("re-chained", e.detail, e.run_id, e.position)
+            continue
+        while wanted is not None and compact.size == wanted:
+            roots[wanted] = compact.root()
+            wanted = next(pending, None)
+    for result in results:
+        result.events = events
+        size = result.checkpoint.size
+        if size not in roots and unreadable is not None and events >= size:
+            result.problems.append(unreadable)
+        elif events < size:
+            _missing(log, result)
+        elif roots[size] != result.checkpoint.root:
+            _differs(log, result)
+        elif 0 < size < integrated:
+            _check_extended(log, result)
+    return results
+
+
+def _check_extended(log: TransparencyLog, result: CheckpointCheck) -> None:
+    size, integrated = result.checkpoint.size, result.integrated
+    try:
+        proof = log.consistency_proof(size, integrated)
+        today = log.root(integrated)
+        merkle.verify_consistency(size, integrated, result.checkpoint.root, today, proof)
+    except (merkle.ProofError, TransparencyLogError) as e:
+        detail = f"the stored tree cannot prove that it extends the checkpoint: {e}"
+        result.problems.append(LogProblem("log damaged", detail))
 
 
 @dataclass(frozen=True)
 class _Found:
     """The first logged leaf whose event is not what was logged."""
 
-    what: Literal["gone", "changed", "inserted"]
+    what: Literal["gone", "changed", "inserted", "rewritten"]
     leaf: int
     run_id: str | None
     position: int | None
 
     def describe(self) -> str:
-        event = f"run {self.run_id} position {self.position}" if self.run_id else "an event"
+        """What happened to the event logged as this leaf (its run and position go beside)."""
         if self.what == "gone":
-            return f"{event}, logged as leaf {self.leaf}, is no longer where it was logged"
+            return f"the event logged as leaf {self.leaf} is no longer where it was logged"
         if self.what == "changed":
-            return f"{event}, logged as leaf {self.leaf}, was changed after it was logged"
-        return f"{event} was inserted among the events logged around leaf {self.leaf}"
+            return f"the event logged as leaf {self.leaf} was changed after it was logged"
+        if self.what == "rewritten":
+            return (
+                f"the event logged as leaf {self.leaf} was deleted and written again (with its "
+                "hash chain recomputed)"
+            )
+        return f"this event was inserted among those logged, before leaf {self.leaf}"
 
 
 def _locate(log: TransparencyLog, limit: int) -> _Found | None:  # noqa: PLR0911 - one per case
@@ -433,6 +472,7 @@ def _locate(log: TransparencyLog, limit: int) -> _Found | None:  # noqa: PLR0911
 
 
 def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
+    """Fewer events than the checkpoint covers."""
     size = result.checkpoint.size
     if result.integrated < size:
         detail = (
@@ -443,15 +483,11 @@ def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
         result.problems.append(LogProblem("rolled back", detail))
         return
     detail = f"the checkpoint covers {size} events; {size - result.events} of them are gone"
-    found = _locate(log, size)
-    if found is None:
-        result.problems.append(LogProblem("truncated", detail))
-        return
-    detail += f": {found.describe()}"
-    result.problems.append(LogProblem("truncated", detail, found.run_id, found.position))
+    _name_first_difference(log, result, "truncated", detail)
 
 
 def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
+    """As many events as the checkpoint covers (or more), but not the ones it signed."""
     size = result.checkpoint.size
     logged_root: bytes | None = None
     if result.integrated >= size:
@@ -459,21 +495,42 @@ def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
             logged_root = log.root(size)
         except TransparencyLogError:
             logged_root = None
-    if logged_root == result.checkpoint.root:
+    if logged_root != result.checkpoint.root:
         detail = (
-            "events the checkpoint covers no longer hash to its root: they were changed, "
-            "deleted or written again after they were logged, with hash chains recomputed"
+            f"this database's first {size} events hash to another root than the checkpoint's: "
+            f"a different history is presented under origin {result.checkpoint.origin!r} "
+            "(another database, or this one rewritten together with its log)"
         )
-        found = _locate(log, size)
-        if found is None:
-            result.problems.append(LogProblem("re-chained", detail))
-        else:
-            detail += f"; {found.describe()}"
-            result.problems.append(LogProblem("re-chained", detail, found.run_id, found.position))
+        result.problems.append(LogProblem("forked", detail))
         return
     detail = (
-        f"this database's first {size} events hash to another root than the checkpoint's: a "
-        f"different history is presented under origin {result.checkpoint.origin!r} (another "
-        "database, or this one rewritten together with its log)"
+        "events the checkpoint covers no longer hash to its root: changed, deleted or written "
+        "again after they were logged"
     )
-    result.problems.append(LogProblem("forked", detail))
+    _name_first_difference(log, result, "re-chained", detail)
+
+
+def _name_first_difference(
+    log: TransparencyLog, result: CheckpointCheck, reason: LogReason, detail: str
+) -> None:
+    """Report the first logged event that is not what was logged, named where possible.
+
+    An event deleted and nothing written in its place is a truncation; one changed, deleted and
+    written again under the same run and position, or preceded by one never logged, is a
+    re-chained history.
+    """
+    found = _locate(log, result.checkpoint.size)
+    if found is None:
+        result.problems.append(LogProblem(reason, detail))
+        return
+    if found.what != "gone":
+        reason = "re-chained"
+    elif found.run_id is not None and found.position is not None:
+        if log.tables.nid_of(found.run_id, found.position) is not None:
+            reason = "re-chained"
+            found = replace(found, what="rewritten")
+        else:
+            reason = "truncated"
+    result.problems.append(
+        LogProblem(reason, f"{detail}; {found.describe()}", found.run_id, found.position)
+    )

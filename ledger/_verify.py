@@ -32,12 +32,15 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo
+
+if TYPE_CHECKING:
+    from agentledger.ledger._tlog import CheckpointCheck, LogProblem
 from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
 
 __all__ = ["Problem", "Reason", "VerifyReport", "blob_refs_in", "forks_past_end", "verify_run"]
@@ -85,11 +88,15 @@ class VerifyReport:
     events_checked: int = 0
     blobs_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
+    checkpoints: list[CheckpointCheck] = field(default_factory=list)
+    """The signed checkpoints checked (``verify(checkpoint=...)``), each with its findings."""
+    log_problems: list[LogProblem] = field(default_factory=list)
+    """What the checkpoints found: re-chained, truncated, rolled back, forked, bad signature."""
 
     @property
     def ok(self) -> bool:
-        """True when nothing is broken."""
-        return not self.problems
+        """True when nothing is broken (the runs, and the ledger against every checkpoint)."""
+        return not self.problems and not self.log_problems
 
     @property
     def broken_runs(self) -> list[str]:
@@ -102,6 +109,8 @@ class VerifyReport:
         self.events_checked += other.events_checked
         self.blobs_checked += other.blobs_checked
         self.problems += other.problems
+        self.checkpoints += other.checkpoints
+        self.log_problems += other.log_problems
 
 
 def blob_refs_in(value: Any) -> list[str]:

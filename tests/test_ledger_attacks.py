@@ -1,0 +1,333 @@
+"""Attacks a signed checkpoint must catch, by an attacker with full database access.
+
+The operator publishes checkpoints to a witness directory outside the database
+(``agentledger checkpoint --key K --publish DIR``). The attacker may drop the append-only
+triggers and rewrite any table, the log's own included. Each attack below passes a plain
+``agentledger verify`` or would be invisible without the checkpoint (the tests show that where
+it holds), and ``agentledger verify --checkpoint DIR --vkey K`` exits 1 naming what happened:
+re-chained, truncated, rolled back, forked, bad signature. On a SQLite file and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_ledger_tamper import Database, record_audited_run, record_bystander
+
+from agentledger.agents.testing import database_bytes
+from agentledger.cli import main
+from agentledger.ledger import GENESIS, Ledger, blob_ref, canonical_json, envelope_hash
+
+KEY_NAME = "audit.example/ledger"
+LOG_TABLES = (
+    "agentledger_log_batches",
+    "agentledger_log_events",
+    "agentledger_log_tiles",
+    "agentledger_log_checkpoints",
+)
+
+
+@dataclass
+class Operated:
+    """A ledger whose operator published a checkpoint, and the attacker's connection."""
+
+    url: str
+    kind: str
+    db: Database
+    run_id: str
+    bystander: str
+    key: Path
+    vkey: Path
+    witness: Path
+    tmp: Path
+    capsys: pytest.CaptureFixture[str]
+
+    def cli(self, *args: str, url: str | None = None) -> tuple[int, str, str]:
+        """Run the CLI in-process; return status, stdout and stderr."""
+        self.capsys.readouterr()
+        status = main(["--db", url or self.url, *args])
+        captured = self.capsys.readouterr()
+        return status, captured.out, captured.err
+
+    def verify(self, *extra: str, url: str | None = None) -> tuple[int, str]:
+        """``verify --checkpoint WITNESS --vkey VKEY``: the auditor's command."""
+        status, out, err = self.cli(
+            "verify", "--checkpoint", str(self.witness), "--vkey", str(self.vkey), *extra, url=url
+        )
+        return status, out + err
+
+    def checkpoint(self) -> None:
+        """The operator's routine: integrate and publish."""
+        status, _, err = self.cli(
+            "checkpoint", "--key", str(self.key), "--publish", str(self.witness)
+        )
+        assert status == 0, err
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def operated(
+    request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Iterator[Operated]:
+    """Two recorded runs, a key pair, and one published checkpoint covering both."""
+    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url"))
+    run_id, _, _, _ = record_audited_run(url)
+    bystander = record_bystander(url)
+    db = Database(url, request.param)
+    assert main(["keys", "generate", KEY_NAME, "--out", str(tmp_path)]) == 0
+    stem = KEY_NAME.replace("/", "_")
+    state = Operated(
+        url,
+        request.param,
+        db,
+        run_id,
+        bystander,
+        tmp_path / f"{stem}.key",
+        tmp_path / f"{stem}.vkey",
+        tmp_path / "witness",
+        tmp_path,
+        capsys,
+    )
+    state.checkpoint()
+    yield state
+    db.close()
+
+
+def test_an_untouched_ledger_verifies_against_its_checkpoint(operated: Operated) -> None:
+    """Exit 0 and a verdict that says what the checkpoint covers."""
+    status, out = operated.verify()
+    assert status == 0, out
+    assert "checkpoints intact" in out
+
+
+def test_events_recorded_after_the_checkpoint_are_said_to_be_uncovered(operated: Operated) -> None:
+    """A newer run is fine, but the verdict says the checkpoint cannot vouch for it."""
+    record_bystander(operated.url)
+    status, out = operated.verify()
+    assert status == 0, out
+    assert "not covered" in out
+
+
+def rechain(lines: list[dict[str, Any]]) -> None:
+    """Recompute every event hash, link and end-event head hash with the documented formula."""
+    prev = GENESIS
+    for line in lines:
+        if line.get("type") != "event":
+            continue
+        line["prev"] = prev
+        if line["kind"] in {"RunCompleted", "RunFailed"}:
+            line["payload"]["head_hash"] = prev
+        line["hash"] = envelope_hash({k: v for k, v in line.items() if k != "type"})
+        prev = line["hash"]
+
+
+def forge_tool_result(operated: Operated) -> Path:
+    """Export the audited run, change its tool result and re-chain the file."""
+    exported = operated.tmp / "run.jsonl"
+    assert operated.cli("export", operated.run_id, "-o", str(exported))[0] == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
+    old_ref = returned["payload"]["data_ref"]
+    blob = next(x for x in lines if x.get("ref") == old_ref)
+    blob["content"]["hours"][0]["forecast"] = "storm"
+    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
+    rechain(lines)
+    forged = operated.tmp / "forged.jsonl"
+    forged.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return forged
+
+
+def delete_run(db: Database, run_id: str) -> None:
+    """Remove every trace of a run from the events and the runs index."""
+    db.execute("DELETE FROM agentledger_events WHERE originator_id = ?", [db.originator(run_id)])
+    db.execute("DELETE FROM agentledger_run_tags WHERE run_id = ?", [run_id])
+    db.execute("DELETE FROM agentledger_runs WHERE run_id = ?", [run_id])
+
+
+@pytest.mark.parametrize("rebuild_log", [False, True], ids=["log-kept", "log-rebuilt"])
+def test_the_rechain_attack_is_caught(operated: Operated, rebuild_log: bool) -> None:
+    """Forge a tool result, recompute the chain, delete the run, import: only a checkpoint sees it.
+
+    Also when the attacker rebuilds the transparency log from the forged events: the signed root
+    outside the database no longer matches, so the database is another history (forked).
+    """
+    forged = forge_tool_result(operated)
+    operated.db.drop_triggers()
+    delete_run(operated.db, operated.run_id)
+    status, _, err = operated.cli("import", str(forged))
+    assert status == 0, err
+    status, out, _ = operated.cli("verify")
+    assert status == 0, "without a checkpoint the re-chained run looks intact: the attack is real"
+    if rebuild_log:
+        for table in LOG_TABLES:
+            operated.db.execute(f"DELETE FROM {table}")
+        with Ledger.open(operated.url) as ledger:
+            ledger.integrate()
+    status, out = operated.verify()
+    assert status == 1, out
+    if rebuild_log:
+        assert "forked" in out
+    else:
+        assert f"run {operated.run_id} position 1: re-chained" in out
+
+
+def test_deleting_a_whole_run_is_caught_and_named(operated: Operated) -> None:
+    """The bystander run disappears from events and index alike: truncated, naming it."""
+    operated.db.drop_triggers()
+    delete_run(operated.db, operated.bystander)
+    assert operated.cli("verify")[0] == 0, "the rest of the ledger is self-consistent"
+    status, out = operated.verify()
+    assert status == 1, out
+    assert f"run {operated.bystander} position 1: truncated" in out
+
+
+def test_deleting_a_runs_last_events_is_caught_and_named(operated: Operated) -> None:
+    """The audited run loses its last three events and the index is rewritten to match."""
+    with Ledger.open(operated.url) as ledger:
+        records = ledger.events(operated.run_id)
+    keep = records[-4]
+    operated.db.drop_triggers()
+    operated.db.delete_events(operated.run_id, [r.position for r in records[-3:]])
+    operated.db.execute(
+        "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = 'running', "
+        "ended_at = NULL WHERE run_id = ?",
+        [keep.position, keep.hash, operated.run_id],
+    )
+    status, out = operated.verify()
+    assert status == 1, out
+    assert f"run {operated.run_id} position {records[-3].position}: truncated" in out
+
+
+def test_rolling_the_database_back_to_an_older_backup_is_caught(operated: Operated) -> None:
+    """A backup from before the latest published checkpoint is restored: rolled back."""
+    backup = operated.tmp / "backup"
+    save_backup(operated, backup)
+    record_bystander(operated.url)
+    operated.checkpoint()
+    restore_backup(operated, backup)
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "rolled back" in out
+
+
+def save_backup(operated: Operated, path: Path) -> None:
+    """A backup as an operator takes one: a file copy, or pg_dump of the schema."""
+    if operated.kind == "sqlite":
+        database = Path(operated.url.removeprefix("sqlite:///"))
+        with Ledger.open(operated.url):
+            pass
+        shutil.copyfile(database, path)
+        return
+    dump = subprocess.run(
+        ["pg_dump", "--no-owner", "--schema", operated.db.schema, pg_base(operated)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    path.write_bytes(dump.stdout)
+
+
+def restore_backup(operated: Operated, path: Path) -> None:
+    """Put the backup back in place of the live database."""
+    if operated.kind == "sqlite":
+        database = Path(operated.url.removeprefix("sqlite:///"))
+        for suffix in ("-wal", "-shm"):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(path, database)
+        return
+    operated.db.execute(f'DROP SCHEMA "{operated.db.schema}" CASCADE')
+    subprocess.run(
+        ["psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(path), pg_base(operated)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+
+
+def pg_base(operated: Operated) -> str:
+    """The PostgreSQL URL without the schema option, for pg_dump and psql."""
+    return operated.url.split("?", 1)[0]
+
+
+def test_another_database_under_the_same_origin_is_a_fork(
+    operated: Operated, request: pytest.FixtureRequest
+) -> None:
+    """Split view: a second database signed with the same key cannot publish or verify."""
+    other = str(request.getfixturevalue("sqlite_url" if operated.kind == "sqlite" else "pg_url"))
+    if other == operated.url:
+        other = f"sqlite:///{operated.tmp / 'other.db'}"
+    for _ in range(8):  # more events than the published checkpoint covers
+        record_bystander(other)
+    status, _, err = operated.cli(
+        "checkpoint", "--key", str(operated.key), "--publish", str(operated.witness), url=other
+    )
+    assert status == 2
+    assert "forked" in err
+    status, out = operated.verify(url=other)
+    assert status == 1, out
+    assert "forked" in out
+
+
+def test_two_checkpoints_of_one_size_with_other_roots_are_a_split_view(
+    operated: Operated, tmp_path: Path
+) -> None:
+    """Shown both, verify says the log presented two histories of the same size."""
+    ours = operated.tmp / "ours.checkpoint"
+    assert operated.cli("checkpoint", "--key", str(operated.key), "-o", str(ours))[0] == 0
+    size = int(ours.read_text().splitlines()[1])
+    other = f"sqlite:///{tmp_path / 'split.db'}"
+    with Ledger.open(other) as ledger:
+        while ledger.max_notification_id() < size:
+            with ledger.record_run("other", input="x") as run:
+                run.delta({"x": 1})
+    theirs = operated.tmp / "theirs.checkpoint"
+    with Ledger.open(other) as ledger:
+        if ledger.max_notification_id() != size:
+            pytest.skip("could not build a ledger of the same size")
+    assert (
+        operated.cli("checkpoint", "--key", str(operated.key), "-o", str(theirs), url=other)[0] == 0
+    )
+    status, out, err = operated.cli(
+        "verify",
+        "--checkpoint",
+        str(ours),
+        "--checkpoint",
+        str(theirs),
+        "--vkey",
+        str(operated.vkey),
+    )
+    assert status == 1, out + err
+    assert "split view" in out + err
+
+
+def test_an_altered_checkpoint_is_a_bad_signature(operated: Operated) -> None:
+    """One changed byte of a published checkpoint: verify refuses it as a bad signature."""
+    published = sorted(operated.witness.iterdir())[-1]
+    text = published.read_text()
+    lines = text.split("\n")
+    lines[1] = str(int(lines[1]) + 1)
+    published.write_text("\n".join(lines))
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "bad signature" in out
+
+
+def test_the_signing_key_is_nowhere_in_the_database(operated: Operated) -> None:
+    """The private key never reaches the database file; the public checkpoint does."""
+    if operated.kind != "sqlite":
+        pytest.skip("the whole-file scan reads a SQLite file")
+    secret = operated.key.read_text().strip().rsplit("+", 1)[1]
+    stored = database_bytes(operated.url.removeprefix("sqlite:///"))
+    assert secret.encode() not in stored
+    assert base64.b64decode(secret)[1:] not in stored  # nor the raw seed
+    public = operated.vkey.read_text().strip().rsplit("+", 1)[1]
+    assert KEY_NAME.encode() in stored  # positive control: the checkpoint is there
+    assert public.encode() not in stored  # the key stays outside; only signatures are inside
+    assert (operated.key.stat().st_mode & 0o777) == 0o600
