@@ -13,15 +13,12 @@ Runs on a SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-import psycopg
 import pytest
-from psycopg import sql
+from test_ledger_tamper import Database as TamperDatabase
 
 from agentledger.cli import main
 from agentledger.ledger import Ledger, Problem, SequentialIds, StepClock, canonical_json
@@ -37,74 +34,12 @@ from agentledger.projections import (
 from agentledger.projections._snapshots import checksum_of
 from agentledger.projections._sql import engine_for
 
-SQLITE_TRIGGERS = ("agentledger_events_no_update", "agentledger_events_no_delete")
-PG_TRIGGERS = ("agentledger_events_append_only", "agentledger_events_no_truncate")
-
-
 # The attacker's view of the database ----------------------------------------------------------
 
 
 @dataclass
-class Database:
-    """Raw SQL access to a ledger's tables, as an attacker (or a DBA) has it."""
-
-    url: str
-    kind: str
-    schema: str = ""
-    _conn: Any = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.kind == "sqlite":
-            self._conn = sqlite3.connect(self.url.removeprefix("sqlite:///"), isolation_level=None)
-        else:
-            parts = urlsplit(self.url)
-            self.schema = parse_qs(parts.query)["schema"][0]
-            self._conn = psycopg.connect(parts._replace(query="").geturl(), autocommit=True)
-            self._conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement (``?`` placeholders) and return its rows."""
-        if self.kind == "postgresql":
-            statement = statement.replace("?", "%s")
-        cursor = self._conn.execute(statement, tuple(params))
-        return list(cursor.fetchall()) if cursor.description else []
-
-    def originator(self, run_id: str) -> str:
-        """How the events table spells a run id."""
-        return run_id.replace("-", "") if self.kind == "sqlite" else run_id
-
-    def drop_triggers(self) -> None:
-        """Remove the events table's append-only triggers, as a determined attacker would."""
-        if self.kind == "sqlite":
-            for name in SQLITE_TRIGGERS:
-                self.execute(f"DROP TRIGGER {name}")
-            return
-        for name in PG_TRIGGERS:
-            self._conn.execute(
-                sql.SQL("DROP TRIGGER {} ON {}.agentledger_events").format(
-                    sql.Identifier(name), sql.Identifier(self.schema)
-                )
-            )
-
-    def delete_events(self, run_id: str, positions: Sequence[int]) -> None:
-        """Delete events by position."""
-        for position in positions:
-            self.execute(
-                "DELETE FROM agentledger_events WHERE originator_id = ? AND originator_version = ?",
-                [self.originator(run_id), position],
-            )
-
-    def set_state(self, run_id: str, position: int, state: bytes) -> None:
-        """Overwrite the stored state bytes of one event."""
-        self.execute(
-            "UPDATE agentledger_events SET state = ? WHERE originator_id = ? "
-            "AND originator_version = ?",
-            [state, self.originator(run_id), position],
-        )
+class Database(TamperDatabase):
+    """The attacker's connection of the tamper tests, plus edits of the runs index."""
 
     def set_index(self, run_id: str, **values: Any) -> None:
         """Overwrite columns of a run's row in the runs index."""
@@ -290,7 +225,7 @@ def test_a_rehashed_final_event_is_caught_by_the_index_head(recorded: Recorded) 
         payload_jcs=canonical_json(payload),
     )
     recorded.db.drop_triggers()
-    recorded.db.set_state(recorded.run_id, last.position, state)
+    recorded.db.set_packed_state(recorded.run_id, last.position, state)
     assert index_problems(recorded.problems()) == [(last.position, "index mismatch", "head hash")]
 
 
