@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from agentledger.ledger import EventLogger, Ledger, LedgerError
+from agentledger.ledger import EventLogger, Ledger, LedgerError, Limits
 
 __all__ = ["CliError", "open_ledger", "resolve_run"]
 
@@ -16,9 +16,18 @@ class CliError(Exception):
 
 
 def open_ledger(args: argparse.Namespace) -> Ledger:
-    """Open the ledger named by --db / $AGENTLEDGER_DB (default ./agentledger.db)."""
+    """Open the ledger named by --db / $AGENTLEDGER_DB (default ./agentledger.db).
+
+    A command with ``--max-payload-bytes`` / ``--max-depth`` options opens it with those
+    `Limits` (the defaults otherwise).
+    """
     log = EventLogger(json=args.log_json) if args.verbose else None
-    return Ledger.open(args.db, log=log)
+    caps = {
+        name: value
+        for name in ("max_payload_bytes", "max_depth")
+        if (value := getattr(args, name, None)) is not None
+    }
+    return Ledger.open(args.db, log=log, limits=Limits(**caps))
 
 
 def resolve_run(ledger: Ledger, text: str) -> str:

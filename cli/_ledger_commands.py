@@ -7,11 +7,15 @@ import json
 import sys
 from typing import Any
 
-from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._common import CliError, describe, open_ledger, resolve_run
 from agentledger.cli._format import runs_table, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
-from agentledger.cli._trust_commands import verifier_keys, verify_file_command
-from agentledger.ledger import Ledger, VerifyReport, blob_refs_in
+from agentledger.cli._trust_commands import (
+    read_checkpoint_file,
+    verifier_keys,
+    verify_file_command,
+)
+from agentledger.ledger import ImportRefusedError, Ledger, Limits, VerifyReport, blob_refs_in
 from agentledger.projections import ProjectionError, SnapshotReport, verify_snapshots
 
 __all__ = ["register"]
@@ -70,10 +74,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
     p.add_argument("run")
     p.add_argument("-o", "--output", required=True, help="file to write")
+    p.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a signed checkpoint of this ledger: the file then carries it and an inclusion "
+        "proof per event it covers, for `verify --file` offline",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="verify an export file and add its run")
     p.add_argument("file")
+    p.add_argument(
+        "--max-payload-bytes",
+        type=int,
+        metavar="N",
+        help="largest payload or blob to accept, in bytes of canonical JSON "
+        f"(default {Limits().max_payload_bytes})",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=int,
+        metavar="N",
+        help=f"deepest nesting of a payload or blob to accept (default {Limits().max_depth})",
+    )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("annotate", help="append a human note to a run (never an edit)")
@@ -210,17 +233,24 @@ def print_snapshot_report(report: SnapshotReport) -> bool:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run."""
+    note = read_checkpoint_file(args.checkpoint) if args.checkpoint else None
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run)
-        lines = ledger.export_run(run_id, args.output)
+        lines = ledger.export_run(run_id, args.output, checkpoint=note)
     print(f"wrote {args.output}: run {run_id}, {lines} lines", file=sys.stderr)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import an export file."""
+    """Import an export file (refused whole, naming its lines, if any line is wrong)."""
     with open_ledger(args) as ledger:
-        run_id = ledger.import_file(args.file)
+        try:
+            run_id = ledger.import_file(args.file)
+        except ImportRefusedError as e:
+            if e.limit is None:
+                raise
+            option = "--" + e.limit.replace("_", "-")
+            raise CliError(f"{describe(e)} (to accept it, raise the limit: {option} N)") from e
     print(run_id)
     return 0
 

@@ -21,7 +21,7 @@ from agentledger.ledger.signed_note import (
     write_key_pair,
 )
 
-__all__ = ["register", "verifier_keys", "verify_file_command"]
+__all__ = ["read_checkpoint_file", "register", "verifier_keys", "verify_file_command"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -122,16 +122,21 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_prove(args: argparse.Namespace) -> int:
     """Print an inclusion proof."""
-    try:
-        note = Path(args.checkpoint).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise CliError(f"cannot read the checkpoint {args.checkpoint!r}: {e}") from None
+    note = read_checkpoint_file(args.checkpoint)
     keys = verifier_keys(args.vkey)
     with open_ledger(args) as ledger:
         run_id = resolve_run(ledger, args.run)
         proof = ledger.prove(run_id, args.position, checkpoint=note, verifier_keys=keys)
     print(json.dumps(proof, indent=2, ensure_ascii=False))
     return 0
+
+
+def read_checkpoint_file(path: str) -> str:
+    """A checkpoint file's text, with a clear error."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"cannot read the checkpoint {path!r}: {e}") from None
 
 
 def verify_file_command(args: argparse.Namespace) -> int:
@@ -142,20 +147,30 @@ def verify_file_command(args: argparse.Namespace) -> int:
         raise CliError("verify --file needs --vkey: the verifier key that signs its checkpoint")
     if args.run or args.checkpoint or args.deep:
         raise CliError("verify --file takes no RUN, --checkpoint or --deep: the file holds all")
-    report = verify_export(Path(args.file), verifier_keys(args.vkey))
-    for problem in report.problems:
+    if not Path(args.file).is_file():
+        raise CliError(f"verify --file: {args.file!r} is not a file")
+    result = verify_export(args.file, verifier_keys(args.vkey))
+    for refused in result.refused:
+        print(f"BROKEN {args.file}: {refused}")
+    for problem in result.report.problems:
         print(f"BROKEN {problem}")
-    for log_problem in report.log_problems:
+    for log_problem in result.report.log_problems:
         print(f"BROKEN {log_problem}")
-    if report.ok:
-        check = report.checkpoints[0]
-        body = check.checkpoint
-        covered = report.events_checked - check.not_covered
-        print(
-            f"intact: {args.file}: {report.events_checked} events, {report.blobs_checked} blobs; "
-            f"{covered} events proven in {body.origin}'s checkpoint of {body.size} events"
-            + (f"; {check.not_covered} later events not covered" if check.not_covered else "")
-        )
-        return 0
-    print(f"BROKEN: {args.file}")
-    return 1
+    if not result.ok:
+        print(f"BROKEN: {args.file}")
+        return 1
+    body = result.checkpoint
+    assert body is not None
+    report = result.report
+    late = result.not_covered
+    tail = (
+        f"; {len(late)} later events (positions {late[0]}..{late[-1]}) are not covered"
+        if late
+        else "; every event is covered"
+    )
+    print(
+        f"intact: {args.file}: {report.events_checked} events, {report.blobs_checked} blobs; "
+        f"{result.covered} events proven in {body.origin}'s signed checkpoint of "
+        f"{body.size} events{tail}"
+    )
+    return 0

@@ -1,14 +1,19 @@
 """agentledger.ledger: the event store of agent runs.
 
 The event catalogue, the `Run` aggregate, the per-run hash chain, content-addressed blobs,
-persistence (SQLite, PostgreSQL, memory) and the `Ledger` facade with its recording API.
-Knows nothing of agents or vendor SDKs.
+persistence (SQLite, PostgreSQL, memory), the ledger-wide transparency log with its signed
+checkpoints, and the `Ledger` facade with its recording API. The submodules `merkle` (RFC 9162)
+and `signed_note` (C2SP signed notes, Ed25519 keys) are public too. Knows nothing of agents or
+vendor SDKs.
 """
 
+from agentledger.ledger._audit_file import ExportVerification, verify_export
 from agentledger.ledger._canonical import as_recorded, canonical_json
+from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
 from agentledger.ledger._codec import DICTIONARY_V1, unpack_blob, unpack_state
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._ledger import Ledger, RunQuery
+from agentledger.ledger._limits import Limits
 from agentledger.ledger._logging import EventLogger
 from agentledger.ledger._ports import (
     Clock,
@@ -23,17 +28,22 @@ from agentledger.ledger._ports import (
 from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._run import Run
+from agentledger.ledger._tlog import CheckpointCheck, LogHead, LogProblem, TransparencyLog
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
+    CheckpointError,
     ConcurrencyError,
     CorruptBlobError,
     CorruptEventError,
+    ExportRefusedError,
     ImportRefusedError,
     InvalidEventError,
     InvalidPayloadError,
     LedgerError,
+    LimitExceededError,
     RunClosedError,
     StorageError,
+    TransparencyLogError,
     UnknownBlobError,
     UnknownRunError,
     UnknownSchemeError,
@@ -44,17 +54,27 @@ __all__ = [
     "DICTIONARY_V1",
     "GENESIS",
     "INLINE_LIMIT",
+    "Checkpoint",
+    "CheckpointCheck",
+    "CheckpointError",
+    "CheckpointFormatError",
     "Clock",
     "ConcurrencyError",
     "CorruptBlobError",
     "CorruptEventError",
     "EventLogger",
+    "ExportRefusedError",
+    "ExportVerification",
     "IdSource",
     "ImportRefusedError",
     "InvalidEventError",
     "InvalidPayloadError",
     "Ledger",
     "LedgerError",
+    "LimitExceededError",
+    "Limits",
+    "LogHead",
+    "LogProblem",
     "ModelCallRecord",
     "Problem",
     "RandomIds",
@@ -68,6 +88,8 @@ __all__ = [
     "StepClock",
     "StorageError",
     "SystemClock",
+    "TransparencyLog",
+    "TransparencyLogError",
     "UnknownBlobError",
     "UnknownRunError",
     "UnknownSchemeError",
@@ -82,5 +104,6 @@ __all__ = [
     "parse_timestamp",
     "unpack_blob",
     "unpack_state",
+    "verify_export",
     "verify_run",
 ]

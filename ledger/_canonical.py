@@ -4,7 +4,10 @@ Owns the rules that keep hashing exact: integers within +/-(2^53-1), no NaN or I
 no bytes, sets or arbitrary objects, no lone surrogates. `canonical_json` is RFC 8785: the
 `rfc8785` package is the reference; a payload without floats and without keys outside the Basic
 Multilingual Plane takes a fast path through `json.dumps`, which produces the same bytes for such
-values (property-tested against `rfc8785` in tests/test_canonical.py). Must not know events.
+values (property-tested against `rfc8785` in tests/test_canonical.py). Every check is iterative and
+refuses values nested deeper than `MAX_NESTING` levels (a ledger's `Limits` refuse less), so the
+recursive encoders behind it never meet a value deep enough to exhaust Python's stack. Must not
+know events.
 """
 
 from __future__ import annotations
@@ -17,18 +20,25 @@ from typing import Any
 
 import rfc8785
 
-from agentledger.ledger.errors import InvalidPayloadError
+from agentledger.ledger.errors import InvalidPayloadError, LimitExceededError
 
 __all__ = [
+    "MAX_NESTING",
     "MAX_SAFE_INTEGER",
     "canonical_json",
     "canonical_json_trusted",
     "check_json_native",
+    "json_depth",
     "loads",
+    "loads_untrusted",
     "sha256_hex",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_NESTING = 512
+"""The deepest value any check here accepts (levels: a scalar or empty container is 1, ``[1]``
+is 2). The JSON encoders and decoders recurse once per level, so this stays well inside Python's
+default recursion limit of 1000; a ledger's `Limits.max_depth` is lower still."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_BMP = re.compile("[\U00010000-\U0010ffff]")
 _FAST_ENCODER = json.JSONEncoder(
@@ -45,99 +55,174 @@ class _NotNativeError(Exception):
     """Internal: the fast scan met something that is not JSON-native."""
 
 
-def check_json_native(value: Any, path: str = "") -> int:
+class _TooDeepError(Exception):
+    """Internal: the fast scan went deeper than it was allowed to."""
+
+
+def check_json_native(value: Any, path: str = "", *, max_depth: int = MAX_NESTING) -> int:
     """Raise `InvalidPayloadError` (naming the path) unless `value` is JSON-native.
 
+    A value nested more than `max_depth` levels (see `json_depth`) raises `LimitExceededError`.
     Strings are checked for lone surrogates (only non-ASCII ones need the regex). Returns flags
     for `canonical_json_unchecked`: whether the value holds a float that `json.dumps` formats
     unlike RFC 8785 (integral, or below 1e-4), or a key outside the BMP (sorted differently).
     """
     try:
-        return _scan(value)
+        return _scan(value, max_depth)
+    except _TooDeepError:
+        raise LimitExceededError(
+            "max_depth",
+            json_depth(value),
+            max_depth,
+            subject=f"the value at {path or '/'}",
+            hint="no event or blob takes JSON this deep: flatten it, or record it as text",
+            path=path,
+        ) from None
     except _NotNativeError:
-        _locate(value, path)
+        _locate(value, path, max_depth)
         raise AssertionError("unreachable: _locate raises") from None
 
 
-def _scan(value: Any) -> int:  # noqa: PLR0912 - one flat loop is the fast path
-    """Iterative fast check; raises `_NotNativeError` without saying where."""
+def json_depth(value: Any, *, stop: int | None = None) -> int:
+    """How many levels `value` nests: a scalar or an empty container is 1, ``[1]`` is 2.
+
+    Counts the values on the longest path from `value` down to a leaf, both ends included.
+    Iterative (one pass per level), so any depth is measured without recursion. With `stop`,
+    returns ``stop + 1`` as soon as the value is known to be deeper than `stop`.
+    """
+    depth = 0
+    level = [value]
+    while True:
+        depth += 1
+        if stop is not None and depth > stop:
+            return depth
+        deeper = False
+        below: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                children: Any = item.values()
+            elif kind is list:
+                children = item
+            else:
+                continue
+            if children:
+                deeper = True
+                below.extend(c for c in children if type(c) is dict or type(c) is list)
+        if not deeper:
+            return depth
+        level = below
+
+
+def _scan(value: Any, max_depth: int) -> int:  # noqa: PLR0912 - one flat loop is the fast path
+    """Iterative fast check, one level of nesting at a time; raises without saying where."""
     flags = 0
-    stack = [value]
-    pop = stack.pop
-    extend = stack.extend
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is str:
-            if not item.isascii() and _LONE_SURROGATE.search(item):
-                raise _NotNativeError
-            continue
-        if kind is bool or item is None:
-            continue
-        if kind is dict:
-            for key in item:
-                if type(key) is not str:
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            raise _TooDeepError
+        below: list[Any] = []
+        extend = below.extend
+        for item in level:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii() and _LONE_SURROGATE.search(item):
                     raise _NotNativeError
-                if not key.isascii():
-                    if _LONE_SURROGATE.search(key):
+                continue
+            if kind is bool or item is None:
+                continue
+            if kind is dict:
+                for key in item:
+                    if type(key) is not str:
                         raise _NotNativeError
-                    if _NON_BMP.search(key):
-                        flags |= _NON_BMP_KEY
-            extend(item.values())
-        elif kind is list:
-            extend(item)
-        elif kind is int:
-            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                    if not key.isascii():
+                        if _LONE_SURROGATE.search(key):
+                            raise _NotNativeError
+                        if _NON_BMP.search(key):
+                            flags |= _NON_BMP_KEY
+                extend(item.values())
+            elif kind is list:
+                extend(item)
+            elif kind is int:
+                if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                    raise _NotNativeError
+            elif kind is float:
+                if not math.isfinite(item):
+                    raise _NotNativeError
+                if item.is_integer() or -1e-4 < item < 1e-4:
+                    flags |= _FLOAT
+            else:
                 raise _NotNativeError
-        elif kind is float:
-            if not math.isfinite(item):
-                raise _NotNativeError
-            if item.is_integer() or -1e-4 < item < 1e-4:
-                flags |= _FLOAT
-        else:
-            raise _NotNativeError
+        level = below
     return flags
 
 
-def _locate(value: Any, path: str) -> None:  # noqa: PLR0912 - one case per JSON type
-    """Walk with paths and raise `InvalidPayloadError` at the first offending value."""
-    kind = type(value)
-    if kind is str:
-        if _LONE_SURROGATE.search(value):
-            raise InvalidPayloadError(path, "a string holds a lone surrogate (not valid Unicode)")
-        return
-    if kind is bool or value is None:
-        return
-    if kind is int:
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            raise InvalidPayloadError(
-                path, f"integer {value} is beyond +/-(2^53-1); record it as a string"
-            )
-        return
-    if kind is float:
-        if not math.isfinite(value):
-            raise InvalidPayloadError(path, f"{value!r} is not a finite number")
-        return
-    if kind is dict:
-        for key, item in value.items():
+class _KeyCheck:
+    """A `_locate` stack entry: check this object key before the value under it."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+
+def _locate(value: Any, path: str, max_depth: int) -> None:  # noqa: PLR0912 - one case per JSON type
+    """Walk with paths, in document order, and raise `InvalidPayloadError` at the first offender.
+
+    Iterative, and it does not descend past `max_depth` levels (the scan that called it found
+    the offender within them), so neither the depth nor the paths it builds are unbounded.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, path, 1)]
+    while stack:
+        item, where, depth = stack.pop()
+        kind = type(item)
+        if kind is _KeyCheck:
+            key = item.key
             if type(key) is not str:
-                raise InvalidPayloadError(path, f"object key {key!r} is not a string")
+                raise InvalidPayloadError(where, f"object key {key!r} is not a string")
             if _LONE_SURROGATE.search(key):
-                raise InvalidPayloadError(path, "an object key holds a lone surrogate")
-            _locate(item, f"{path}/{_escape(key)}")
-        return
-    if kind is list:
-        for index, item in enumerate(value):
-            _locate(item, f"{path}/{index}")
-        return
-    if isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidPayloadError(path, "bytes are not JSON: encode them as base64url text")
-    raise InvalidPayloadError(path, f"{type(value).__name__} is not a JSON type")
+                raise InvalidPayloadError(where, "an object key holds a lone surrogate")
+        elif kind is str:
+            if _LONE_SURROGATE.search(item):
+                raise InvalidPayloadError(
+                    where, "a string holds a lone surrogate (not valid Unicode)"
+                )
+        elif kind is bool or item is None:
+            pass
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                raise InvalidPayloadError(
+                    where, f"integer {item} is beyond +/-(2^53-1); record it as a string"
+                )
+        elif kind is float:
+            if not math.isfinite(item):
+                raise InvalidPayloadError(where, f"{item!r} is not a finite number")
+        elif kind is dict:
+            for key, inner in reversed(item.items()):
+                if depth < max_depth:
+                    child = f"{where}/{_escape(key)}" if type(key) is str else where
+                    stack.append((inner, child, depth + 1))
+                stack.append((_KeyCheck(key), where, depth))
+        elif kind is list:
+            if depth < max_depth:
+                stack.extend(
+                    (inner, f"{where}/{index}", depth + 1)
+                    for index, inner in reversed(list(enumerate(item)))
+                )
+        elif isinstance(item, bytes | bytearray | memoryview):
+            raise InvalidPayloadError(where, "bytes are not JSON: encode them as base64url text")
+        else:
+            raise InvalidPayloadError(where, f"{kind.__name__} is not a JSON type")
 
 
-def canonical_json(value: Any) -> bytes:
-    """Return the RFC 8785 canonical UTF-8 bytes of a JSON-native value (checked first)."""
-    return canonical_json_unchecked(value, check_json_native(value))
+def canonical_json(value: Any, *, max_depth: int = MAX_NESTING) -> bytes:
+    """Return the RFC 8785 canonical UTF-8 bytes of a JSON-native value (checked first).
+
+    A value nested more than `max_depth` levels raises `LimitExceededError`.
+    """
+    return canonical_json_unchecked(value, check_json_native(value, max_depth=max_depth))
 
 
 def canonical_json_unchecked(value: Any, flags: int) -> bytes:
@@ -289,6 +374,23 @@ def loads(data: str | bytes) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
+def _refuse_constant(name: str) -> Any:
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+_UNTRUSTED_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_refuse_constant)
+
+
+def loads_untrusted(text: str) -> Any:
+    """Parse JSON from outside the ledger (an import file), as `loads` reads it back.
+
+    ``NaN`` and ``Infinity`` (which Python's parser takes by default) raise `ValueError`; JSON
+    nested deeper than the parser can follow raises `RecursionError`, which callers report.
+    """
+    return _UNTRUSTED_DECODER.decode(text)
 
 
 def as_recorded(value: Any) -> Any:

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from agentledger.ledger._tlog import (
     TransparencyLogError,
     check_checkpoints,
 )
-from agentledger.ledger.errors import LedgerError
+from agentledger.ledger.errors import CheckpointError
 from agentledger.ledger.signed_note import (
     NoteError,
     open_note,
@@ -41,13 +41,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointError",
+    "ExportCheck",
     "OpenedCheckpoint",
+    "check_export_proofs",
     "check_inclusion",
     "check_split_view",
     "checkpoint_sources",
     "inclusion",
     "issue_checkpoint",
     "open_checkpoint",
+    "proof_items",
     "publish_checkpoint",
     "published_checkpoints",
     "read_checkpoints",
@@ -56,21 +59,6 @@ __all__ = [
 ]
 
 _PUBLISHED = re.compile(r"^(\d{8})\.checkpoint$")
-
-
-class CheckpointError(LedgerError):
-    """A checkpoint cannot be issued, published or trusted: `reason` says which and why.
-
-    `reason` is one of "bad signature", "malformed", "wrong origin", "rolled back", "forked",
-    "not of this ledger", "unreadable".
-    """
-
-    def __init__(self, reason: str, detail: str, source: str = "") -> None:
-        self.reason = reason
-        self.detail = detail
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{reason}: {detail}")
 
 
 @dataclass(frozen=True)
@@ -320,13 +308,101 @@ def verify_checkpoints(
         report.log_problems.append(LogProblem("forked", detail))
     checks = check_checkpoints(log, [o.checkpoint for o in opened])
     seen: set[tuple[str, str | None, int | None]] = set()
-    for source, check in zip(opened, checks, strict=True):
+    for signed, check in zip(opened, checks, strict=True):
         report.checkpoints.append(check)
         for problem in check.problems:
             key = (problem.reason, problem.run_id, problem.position)
             if key not in seen:
                 seen.add(key)
-                report.log_problems.append(replace(problem, checkpoint=source.source))
+                report.log_problems.append(replace(problem, checkpoint=signed.source))
+
+
+def proof_items(
+    log: TransparencyLog, note: str, events: Sequence[tuple[str, int, str]]
+) -> list[dict[str, Any]]:
+    """The export lines that prove a run: its checkpoint, then one inclusion proof per event.
+
+    `events` are (run id, position, hash). Events the checkpoint does not cover (recorded after
+    it) get no proof. Refuses a checkpoint this ledger's log does not reproduce.
+    """
+    try:
+        body = Checkpoint.parse(split_note(note))
+    except CheckpointFormatError as e:
+        raise CheckpointError("malformed", str(e)) from None
+    if log.size() < body.size or log.root(body.size) != body.root:
+        detail = "this ledger's log does not have the checkpoint's root at its size"
+        raise CheckpointError("not of this ledger", detail)
+    items: list[dict[str, Any]] = [{"type": "checkpoint", "note": note}]
+    for run_id, position, event_hash in events:
+        index = log.leaf_index(run_id, position)
+        if index is None or index >= body.size:
+            continue
+        proof = [_b64(p) for p in log.inclusion_proof(index, body.size)]
+        item = {"position": position, "leaf_index": index, "tree_size": body.size, "proof": proof}
+        if check_inclusion(item, body, event_hash) is not None:
+            detail = f"the stored log cannot prove run {run_id} position {position}"
+            raise CheckpointError("not of this ledger", detail)
+        items.append({"type": "proof", **item})
+    return items
+
+
+@dataclass
+class ExportCheck:
+    """What checking an export file's checkpoint and inclusion proofs found."""
+
+    checkpoint: Checkpoint | None = None
+    covered: int = 0
+    not_covered: list[int] = field(default_factory=list)
+    problems: list[LogProblem] = field(default_factory=list)
+
+
+def check_export_proofs(
+    run_id: str,
+    events: Sequence[tuple[int, str]],
+    note: str | None,
+    proofs: dict[int, dict[str, Any]],
+    verifier_keys: Sequence[str],
+    *,
+    source: str = "",
+) -> ExportCheck:
+    """Check an exported run's checkpoint signature and each event's inclusion proof.
+
+    `events` are (position, hash as recomputed from the file's content). Every proof must
+    verify against the signed root; events without a proof are listed as not covered.
+    """
+    result = ExportCheck()
+    if note is None:
+        detail = "the file carries no checkpoint (export it with --checkpoint)"
+        result.problems.append(LogProblem("bad signature", detail, checkpoint=source))
+        return result
+    try:
+        body = open_checkpoint(note, verifier_keys, source=source).checkpoint
+    except CheckpointError as e:
+        result.problems.append(LogProblem("bad signature", e.detail, checkpoint=source))
+        return result
+    result.checkpoint = body
+    last_index = -1
+    for position, event_hash in events:
+        item = proofs.get(position)
+        if item is None:
+            result.not_covered.append(position)
+            continue
+        wrong = check_inclusion(item, body, event_hash)
+        index = item.get("leaf_index")
+        if wrong is None and isinstance(index, int) and index <= last_index:
+            wrong = f"leaf {index} does not follow the previous event's leaf {last_index}"
+        if wrong is not None:
+            result.problems.append(
+                LogProblem("re-chained", wrong, run_id, position, checkpoint=source)
+            )
+            continue
+        last_index = int(index) if isinstance(index, int) else last_index
+        result.covered += 1
+    if result.covered and result.not_covered and result.not_covered[0] < max(proofs, default=0):
+        first = result.not_covered[0]
+        detail = f"position {first} has no inclusion proof though later events have one"
+        result.problems.append(LogProblem("truncated", detail, run_id, first, checkpoint=source))
+    return result
 
 
 def dumps(value: Any) -> str:

@@ -396,9 +396,14 @@ class Ledger:
             verify_checkpoints(self.transparency_log, checkpoint, verifier_keys, report)
         return report
 
-    def export_run(self, run_id: str, path: str | os.PathLike[str]) -> int:
+    def export_run(
+        self, run_id: str, path: str | os.PathLike[str], *, checkpoint: str | None = None
+    ) -> int:
         """Write one run (events and every blob it refers to) to a JSONL file.
 
+        With `checkpoint` (a signed checkpoint's text that this ledger's log reproduces), the
+        file also carries it and an inclusion proof of each event it covers, so that
+        `verify_export` can check the run offline with nothing but the verifier key.
         Refuses (`ExportRefusedError`, before opening anything) a `path` that is this ledger's
         own database file or one of its ``-wal``/``-shm``/``-journal`` files, however spelled.
         """
@@ -410,7 +415,7 @@ class Ledger:
             reason = f"it is this ledger's own database file ({own}); writing it would destroy it"
             raise ExportRefusedError(os.fspath(path), reason)
         try:
-            return export_run(self, run_id, path)
+            return export_run(self, run_id, path, checkpoint)
         except OSError as e:
             raise ExportRefusedError(os.fspath(path), f"cannot write the file: {e}") from e
 

@@ -3,8 +3,11 @@
 A recorder appends catalogue events to one run, stores large values and conversations as
 content-addressed blobs (a conversation is a chain of message nodes, so a growing history
 stores each message once), batches a step's events into one transaction, and closes the run:
-RunCompleted on normal exit, RunFailed (then re-raise) if the block raises. Must not know agents
-or vendor SDKs: model calls and tool calls arrive as plain JSON.
+RunCompleted on normal exit, RunFailed (then re-raise) if the block raises. Each event is checked
+(schema, JSON rules, the ledger's `Limits`) when it is recorded, and a method that records
+several events or blobs builds and checks all of them before recording any: if one is refused,
+nothing of that call is recorded. Must not know agents or vendor SDKs: model calls and tool
+calls arrive as plain JSON.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentledger.ledger._canonical import canonical_json
 from agentledger.ledger._hashing import blob_ref
+from agentledger.ledger._ledger import Prepared
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger.errors import (
     InvalidEventError,
@@ -82,8 +86,10 @@ class RunRecorder:
     def __init__(self, ledger: Ledger, run: Run) -> None:
         self._ledger = ledger
         self._run = run
-        self._pending: list[LedgerEvent] = []
+        self._pending: list[Prepared] = []
         self._blobs: dict[str, bytes] = {}
+        self._staged_refs: list[str] | None = None
+        self._ready: tuple[LedgerEvent, Prepared] | None = None
         self._depth = 0
         self._counters: dict[str, int] = {}
         self._chain_messages: list[Any] = []
@@ -95,7 +101,9 @@ class RunRecorder:
     def _start(cls, ledger: Ledger, started: RunStarted, run_id: str) -> RunRecorder:
         blobs: dict[str, bytes] = {}
         if started.input is not None and len(canonical_json(started.input)) > INLINE_LIMIT:
-            ref = _put(blobs, started.input)
+            canonical = ledger.limits.canonical(started.input, "the run's input")
+            ref = blob_ref(canonical)
+            blobs[ref] = canonical
             started = started.model_copy(update={"input": None, "input_ref": ref})
         recorded = ledger._commit(None, [started], blobs, started=(run_id, started))
         recorder = cls(ledger, ledger.load(run_id))
@@ -132,12 +140,20 @@ class RunRecorder:
     # Core ------------------------------------------------------------------------------------
 
     def record(self, event: LedgerEvent) -> int:
-        """Append any catalogue event; returns its position. Flushed now unless in a batch."""
+        """Append any catalogue event; returns its position. Flushed now unless in a batch.
+
+        The event is checked against the ledger's `Limits` here, so a refused one raises at
+        this call and never joins the batch.
+        """
         if not isinstance(event, LedgerEvent):
             raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
         if self._run.status != "running":
             raise RunClosedError(self.run_id, self._run.status)
-        self._pending.append(event)
+        if event.kind == "RunStarted":
+            raise InvalidEventError(event.kind, "a run starts once: use Ledger.record_run()")
+        ready, self._ready = self._ready, None
+        prepared = ready[1] if ready is not None and ready[0] is event else None
+        self._pending.append(prepared or self._ledger._prepare(event))
         position = self.position
         if self._depth == 0:
             self.flush()
@@ -164,20 +180,51 @@ class RunRecorder:
                 self.flush()
 
     def put_blob(self, value: Any) -> str:
-        """Store a JSON value by content (written with the next flush); returns its ref."""
-        canonical = canonical_json(value)
+        """Store a JSON value by content (written with the next flush); returns its ref.
+
+        Raises `LimitExceededError` if the value is over the ledger's `Limits`.
+        """
+        canonical = self._ledger.limits.canonical(value, "a blob")
         ref = blob_ref(canonical)
-        if ref not in self._written:
+        if ref not in self._written and ref not in self._blobs:
             self._blobs[ref] = canonical
+            if self._staged_refs is not None:
+                self._staged_refs.append(ref)
         return ref
+
+    @contextmanager
+    def _staged(self, *, chain: bool = False) -> Iterator[None]:
+        """Undo what the block staged if it raises: pending events, blobs, ids (and the chain).
+
+        Wraps each recording method, so a refused value leaves nothing behind for a later flush.
+        """
+        pending = len(self._pending)
+        counters = dict(self._counters)
+        saved = (list(self._chain_messages), list(self._chain_refs)) if chain else None
+        outer, self._staged_refs = self._staged_refs, []
+        try:
+            yield
+        except BaseException:
+            del self._pending[pending:]
+            for ref in self._staged_refs:
+                self._blobs.pop(ref, None)
+            self._counters = counters
+            if saved is not None:
+                self._chain_messages, self._chain_refs = saved
+            self._ready = None
+            raise
+        finally:
+            staged, self._staged_refs = self._staged_refs, outer
+            if outer is not None:
+                outer.extend(staged)
 
     def _inline_or_ref(self, value: Any) -> tuple[Any, str | None]:
         if value is None:
             return None, None
         try:
             size = len(_SIZER.encode(value))
-        except (TypeError, ValueError):
-            return value, None  # not JSON: the event's validation names what is wrong
+        except (TypeError, ValueError, RecursionError):
+            return value, None  # not JSON, or too deep: the event's validation names the problem
         if size > INLINE_LIMIT:
             return None, self.put_blob(value)
         return value, None
@@ -239,6 +286,50 @@ class RunRecorder:
         served_from: str | None = None,
     ) -> ModelCallRecord:
         """Record one model call: messages (as a chain), response, usage, latency, attempts."""
+        with self._staged(chain=True):
+            return self._model_call(
+                provider=provider,
+                model=model,
+                messages=messages,
+                response=response,
+                params=params,
+                tools=tools,
+                usage=usage,
+                cost_usd=cost_usd,
+                latency_ms=latency_ms,
+                attempts=attempts,
+                error=error,
+                finish_reason=finish_reason,
+                prompt=prompt,
+                step_id=step_id,
+                call_id=call_id,
+                actor=actor,
+                caused_by=caused_by,
+                served_from=served_from,
+            )
+
+    def _model_call(
+        self,
+        *,
+        provider: str,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        response: Mapping[str, Any] | None,
+        params: Mapping[str, Any] | None,
+        tools: Sequence[Mapping[str, Any]] | None,
+        usage: Usage | Mapping[str, int] | None,
+        cost_usd: float | None,
+        latency_ms: float,
+        attempts: Sequence[Attempt],
+        error: ErrorInfo | None,
+        finish_reason: str | None,
+        prompt: PromptRef | None,
+        step_id: str | None,
+        call_id: str | None,
+        actor: str | None,
+        caused_by: int | None,
+        served_from: str | None,
+    ) -> ModelCallRecord:
         head = self.messages_ref(messages)
         tools_ref = self.put_blob(list(tools)) if tools else None
         params_dict = dict(params or {})
@@ -287,24 +378,46 @@ class RunRecorder:
         caused_by: int | None = None,
     ) -> tuple[str, int]:
         """Record that a tool was called; returns (call id, position)."""
-        inline, ref = self._inline_or_ref(arguments)
-        call_id = call_id or self.new_id("tool")
-        position = self.record(
-            _build(
-                ToolCalled,
+        with self._staged():
+            call_id = call_id or self.new_id("tool")
+            event = self._tool_called(
+                tool,
+                arguments,
                 call_id=call_id,
-                tool=tool,
                 tool_version=tool_version,
-                arguments=inline,
-                arguments_ref=ref,
-                step_id=step_id,
                 risk=risk,
                 effectful=effectful,
-                actor=f"tool:{tool}",
+                step_id=step_id,
                 caused_by=caused_by,
             )
+            return call_id, self.record(event)
+
+    def _tool_called(
+        self,
+        tool: str,
+        arguments: Any,
+        *,
+        call_id: str,
+        tool_version: str,
+        risk: str,
+        effectful: bool,
+        step_id: str | None,
+        caused_by: int | None,
+    ) -> ToolCalled:
+        inline, ref = self._inline_or_ref(arguments)
+        return _build(
+            ToolCalled,
+            call_id=call_id,
+            tool=tool,
+            tool_version=tool_version,
+            arguments=inline,
+            arguments_ref=ref,
+            step_id=step_id,
+            risk=risk,
+            effectful=effectful,
+            actor=f"tool:{tool}",
+            caused_by=caused_by,
         )
-        return call_id, position
 
     def tool_result(
         self,
@@ -319,20 +432,44 @@ class RunRecorder:
         served_from: str | None = None,
     ) -> int:
         """Record a tool's result envelope."""
-        inline, ref = self._inline_or_ref(data)
-        return self.record(
-            _build(
-                ToolReturned,
-                call_id=call_id,
-                ok=ok,
-                type=type,
-                data=inline,
-                data_ref=ref,
-                error=error,
-                latency_ms=latency_ms,
-                caused_by=caused_by,
-                served_from=served_from,
+        with self._staged():
+            return self.record(
+                self._tool_returned(
+                    call_id,
+                    ok=ok,
+                    type=type,
+                    data=data,
+                    error=error,
+                    latency_ms=latency_ms,
+                    caused_by=caused_by,
+                    served_from=served_from,
+                )
             )
+
+    def _tool_returned(
+        self,
+        call_id: str,
+        *,
+        ok: bool,
+        type: str,  # noqa: A002 - the envelope's field name
+        data: Any,
+        error: ToolErrorInfo | None,
+        latency_ms: float,
+        caused_by: int | None,
+        served_from: str | None,
+    ) -> ToolReturned:
+        inline, ref = self._inline_or_ref(data)
+        return _build(
+            ToolReturned,
+            call_id=call_id,
+            ok=ok,
+            type=type,
+            data=inline,
+            data_ref=ref,
+            error=error,
+            latency_ms=latency_ms,
+            caused_by=caused_by,
+            served_from=served_from,
         )
 
     def tool(
@@ -346,20 +483,40 @@ class RunRecorder:
         step_id: str | None = None,
         effectful: bool = False,
     ) -> str:
-        """Record a tool call and its result together; returns the call id."""
-        with self.batch():
-            call_id, position = self.tool_call(
-                tool, arguments, step_id=step_id, effectful=effectful
+        """Record a tool call and its result together; returns the call id.
+
+        Both events (and their blobs) are built and checked first: a refused argument or result
+        records neither, so a ToolCalled never stands without its ToolReturned.
+        """
+        with self.batch(), self._staged():
+            call_id = self.new_id("tool")
+            called = self._tool_called(
+                tool,
+                arguments,
+                call_id=call_id,
+                tool_version="1",
+                risk="low",
+                effectful=effectful,
+                step_id=step_id,
+                caused_by=None,
             )
-            self.tool_result(
+            returned = self._tool_returned(
                 call_id,
                 ok=error is None,
                 type=tool,
                 data=result,
                 error=error,
                 latency_ms=latency_ms,
-                caused_by=position,
+                caused_by=self.position + 1,
+                served_from=None,
             )
+            ready = (returned, self._ledger._prepare(returned))
+            position = self.record(called)
+            if position == returned.caused_by:
+                self._ready = ready
+            else:  # a hook recorded something first: the result points at the call's position
+                returned = returned.model_copy(update={"caused_by": position})
+            self.record(returned)
         return call_id
 
     def delta(
@@ -408,17 +565,18 @@ class RunRecorder:
         caused_by: int | None = None,
     ) -> int:
         """Record the synthesized answer and the evidence ids it cites."""
-        inline, ref = self._inline_or_ref(answer)
-        return self.record(
-            _build(
-                SynthesisProduced,
-                answer=inline,
-                answer_ref=ref,
-                evidence_ids=list(evidence_ids),
-                step_id=step_id,
-                caused_by=caused_by,
+        with self._staged():
+            inline, ref = self._inline_or_ref(answer)
+            return self.record(
+                _build(
+                    SynthesisProduced,
+                    answer=inline,
+                    answer_ref=ref,
+                    evidence_ids=list(evidence_ids),
+                    step_id=step_id,
+                    caused_by=caused_by,
+                )
             )
-        )
 
     @contextmanager
     def step(self, name: str, args: Any = None, *, step_id: str | None = None) -> Iterator[str]:
@@ -498,13 +656,25 @@ def _build(schema: type[_M], /, **fields: Any) -> _M:
         raise InvalidEventError(kind, details) from None
 
 
-def _put(blobs: dict[str, bytes], value: Any) -> str:
-    canonical = canonical_json(value)
-    ref = blob_ref(canonical)
-    blobs[ref] = canonical
-    return ref
+_ERROR_TEXT = 4000
+"""How much of an error's message (its start) and traceback (its end) a failure records."""
 
 
 def _error(error: BaseException) -> ErrorInfo:
+    """An exception as recorded: always recordable (bounded, lone surrogates escaped).
+
+    A failed step or run must be recordable whatever the exception holds, so the message keeps
+    its first and the traceback its last 4,000 characters, and a lone surrogate (which JSON
+    cannot carry) becomes its backslash escape.
+    """
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=5))
-    return ErrorInfo(type=type(error).__name__, message=str(error), traceback=text[-4000:])
+    return ErrorInfo(
+        type=_text(type(error).__name__),
+        message=_text(str(error)[:_ERROR_TEXT]),
+        traceback=_text(text[-_ERROR_TEXT:]),
+    )
+
+
+def _text(text: str) -> str:
+    """`text` with each lone surrogate written as its backslash escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -2,12 +2,16 @@
 
 ``sqlite:///path.db`` (embedded default), ``postgresql://user@host:port/db[?schema=name]``
 (scale) and ``memory://`` (tests). Translates database errors into `StorageError` and refuses
-unknown schemes with `UnknownSchemeError`. Must not know events beyond the envelope.
+unknown schemes with `UnknownSchemeError`. A URL is untrusted text: the PostgreSQL schema must be a
+plain identifier (checked before connecting, then quoted), and an option the ledger does not use
+is refused rather than ignored. Knows which files a SQLite ledger lives in, so nothing can be
+written over them. Must not know events beyond the envelope.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +21,7 @@ from uuid import UUID
 from eventsourcing.persistence import EventStore, PersistenceError
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteDatastore
+from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._backends import (
     LedgerRecorder,
@@ -28,10 +33,16 @@ from agentledger.ledger._backends import (
 from agentledger.ledger._mapper import EnvelopeMapper
 from agentledger.ledger.errors import StorageError, UnknownSchemeError
 
-__all__ = ["DEFAULT_URL", "Store", "open_store", "redact_url"]
+__all__ = ["DEFAULT_URL", "SCHEMA_NAME", "Store", "open_store", "postgres_schema", "redact_url"]
 
 DEFAULT_URL = "sqlite:///agentledger.db"
 SQLITE_LOCK_TIMEOUT_S = 30
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A PostgreSQL schema the ledger accepts: a lowercase identifier of at most 63 characters.
+(Lowercase only: eventsourcing looks its composite type up by the unquoted name, which
+PostgreSQL folds to lowercase, so a schema with capitals could be created but not used.)"""
+_POSTGRES_OPTIONS = frozenset({"schema"})
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 @dataclass
@@ -44,6 +55,30 @@ class Store:
     events: EventStore[UUID]
     datastore: SQLiteDatastore | PostgresDatastore | None
     raw_url: str = ""
+    path: Path | None = None
+    """The SQLite database file, made absolute when opened (None for PostgreSQL and memory)."""
+
+    def own_file(self, target: str | os.PathLike[str]) -> Path | None:
+        """The file of this ledger's database that `target` would write over, if any.
+
+        The database file and its ``-wal``, ``-shm`` and ``-journal`` siblings, compared by
+        resolved path (symlinks and relative spellings followed) and, for files that exist, by
+        identity (hard links).
+        """
+        if self.path is None:
+            return None
+        database = Path(os.path.realpath(self.path))
+        own = [database, *(Path(f"{database}{suffix}") for suffix in _SQLITE_SIDE_FILES)]
+        resolved = Path(os.path.realpath(target))
+        for candidate in own:
+            if resolved == candidate:
+                return candidate
+            try:
+                if Path(target).samefile(candidate):
+                    return candidate
+            except OSError:
+                continue  # one of the two does not exist (or cannot be read): not the same file
+        return None
 
     def sqlalchemy_url(self) -> tuple[str, str | None]:
         """A SQLAlchemy URL for the same database, and the PostgreSQL schema (if any).
@@ -56,7 +91,7 @@ class Store:
         if self.kind == "sqlite":
             return "sqlite:///" + unquote(self.raw_url.split("://", 1)[1])[1:], None
         parts = urlsplit(self.raw_url)
-        schema = parse_qs(parts.query).get("schema", [None])[0]
+        schema = postgres_schema(self.raw_url) or None
         return parts._replace(scheme="postgresql+psycopg", query="").geturl(), schema
 
     def close(self) -> None:
@@ -138,13 +173,41 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
     except (PersistenceError, sqlite3.Error) as e:
         datastore.close()
         raise StorageError(url, f"cannot create tables: {e}") from e
-    return Store(url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url)
+    return Store(
+        url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url, path.absolute()
+    )
+
+
+def postgres_schema(url: str) -> str:
+    """The ``?schema=`` of a PostgreSQL URL ("" for none), refusing anything but an identifier.
+
+    Raises `StorageError` for a schema that is not `SCHEMA_NAME`, a repeated schema and any
+    option the ledger would otherwise silently ignore (``sslmode`` and the like).
+    """
+    redacted = redact_url(url)
+    options = parse_qs(urlsplit(url).query, keep_blank_values=True)
+    unknown = sorted(set(options) - _POSTGRES_OPTIONS)
+    if unknown:
+        raise StorageError(
+            redacted,
+            f"unsupported URL option(s) {', '.join(unknown)}: the ledger takes only ?schema=NAME",
+        )
+    values = options.get("schema", [])
+    if len(values) > 1:
+        raise StorageError(redacted, "the URL gives ?schema= more than once")
+    schema = values[0] if values else ""
+    if schema and not SCHEMA_NAME.fullmatch(schema):
+        raise StorageError(
+            redacted,
+            f"schema {schema!r} is not a plain identifier: use lowercase letters, digits and _ "
+            "(not starting with a digit, at most 63)",
+        )
+    return schema
 
 
 def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
     parts = urlsplit(url)
-    options = parse_qs(parts.query)
-    schema = options.get("schema", [""])[0]
+    schema = postgres_schema(url)
     try:
         datastore = PostgresDatastore(
             dbname=(parts.path or "/").lstrip("/") or "postgres",
@@ -161,7 +224,7 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
         )
         if schema:
             with datastore.transaction(commit=True) as curs:
-                curs.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                curs.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
         recorder = PostgresRecorder(datastore)
         recorder.create_table()
     except (PersistenceError, OSError, Exception) as e:

@@ -31,7 +31,7 @@ from agentledger.ledger._tlog_tables import (
     LogTables,
     pack_events,
 )
-from agentledger.ledger.errors import LedgerError
+from agentledger.ledger.errors import TransparencyLogError
 
 __all__ = [
     "TILE_WIDTH",
@@ -55,17 +55,6 @@ _EMPTY_ROOT = hashlib.sha256(b"").digest()
 LogReason = Literal[
     "re-chained", "truncated", "rolled back", "forked", "bad signature", "log damaged"
 ]
-
-
-class TransparencyLogError(LedgerError):
-    """The log cannot be integrated or read: names the run and position where it can."""
-
-    def __init__(self, detail: str, run_id: str | None = None, position: int | None = None):
-        self.detail = detail
-        self.run_id = run_id
-        self.position = position
-        where = f"run {run_id} position {position}: " if run_id else ""
-        super().__init__(f"transparency log: {where}{detail}")
 
 
 @dataclass(frozen=True)

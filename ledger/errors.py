@@ -5,6 +5,7 @@ The tree::
     LedgerError
     ├── UsageError                  the caller's code is wrong
     │   ├── InvalidPayloadError     a value is not JSON-native (path, reason)
+    │   │   └── LimitExceededError  too large or too deep for `Limits` (limit, actual, allowed)
     │   ├── InvalidEventError       an event failed its schema (kind, details)
     │   ├── UnknownSchemeError      a database URL we cannot open (url)
     │   └── RunClosedError          append to a completed or failed run (run_id, status)
@@ -14,7 +15,11 @@ The tree::
     ├── CorruptBlobError            a stored blob cannot be unpacked (ref, detail)
     ├── ConcurrencyError            another writer took the position first (run_id, position)
     ├── StorageError                the database cannot be opened or written (url, reason)
-    └── ImportRefusedError          an export file failed verification; nothing written (problems)
+    ├── ImportRefusedError          an export file failed verification; nothing written (problems)
+    ├── ExportRefusedError          an export onto the ledger's own files (path, reason)
+    ├── TransparencyLogError        the log cannot be integrated or read (detail, run_id, position)
+    └── CheckpointError             a checkpoint cannot be issued, published or trusted
+                                    (reason, detail, source)
 
 Database and eventsourcing errors are translated at the storage adapter, with ``from e``.
 """
@@ -24,15 +29,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "CheckpointError",
     "ConcurrencyError",
     "CorruptBlobError",
     "CorruptEventError",
+    "ExportRefusedError",
     "ImportRefusedError",
     "InvalidEventError",
     "InvalidPayloadError",
     "LedgerError",
+    "LimitExceededError",
     "RunClosedError",
     "StorageError",
+    "TransparencyLogError",
     "UnknownBlobError",
     "UnknownRunError",
     "UnknownSchemeError",
@@ -55,6 +64,28 @@ class InvalidPayloadError(UsageError):
         self.path = path
         self.reason = reason
         super().__init__(f"payload at {path or '/'} is not JSON-native: {reason}")
+
+
+class LimitExceededError(InvalidPayloadError):
+    """A payload or blob is larger or deeper than the ledger's `Limits` allow.
+
+    `limit` names the limit (``max_payload_bytes`` or ``max_depth``), `actual` is what the value
+    measured and `allowed` the limit in force; the message says how to raise it.
+    """
+
+    def __init__(
+        self, limit: str, actual: int, allowed: int, *, subject: str, hint: str, path: str = ""
+    ) -> None:
+        self.path = path
+        self.limit = limit
+        self.actual = actual
+        self.allowed = allowed
+        if limit == "max_payload_bytes":
+            measured = f"is {actual:,} bytes of canonical JSON"
+        else:
+            measured = f"is nested {actual:,} levels deep"
+        self.reason = f"{subject} {measured}, over {limit}={allowed:,}; {hint}"
+        UsageError.__init__(self, self.reason)
 
 
 class InvalidEventError(UsageError):
@@ -149,11 +180,50 @@ class StorageError(LedgerError):
 
 
 class ImportRefusedError(LedgerError):
-    """An export file failed verification; nothing was written."""
+    """An export file failed verification; nothing was written.
 
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
+    `limit` names the first `Limits` field a line of the file exceeded, if that is a reason.
+    """
+
+    def __init__(self, source: str, problems: Sequence[str], *, limit: str | None = None) -> None:
         self.source = source
         self.problems = list(problems)
+        self.limit = limit
         listed = "; ".join(self.problems[:5])
         more = f" (+{len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
         super().__init__(f"refused to import {source}: {listed}{more}")
+
+
+class ExportRefusedError(LedgerError):
+    """An export that would overwrite the ledger's own database, or whose file cannot be written."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"refused to export to {path}: {reason}")
+
+
+class TransparencyLogError(LedgerError):
+    """The log cannot be integrated or read: names the run and position where it can."""
+
+    def __init__(self, detail: str, run_id: str | None = None, position: int | None = None):
+        self.detail = detail
+        self.run_id = run_id
+        self.position = position
+        where = f"run {run_id} position {position}: " if run_id else ""
+        super().__init__(f"transparency log: {where}{detail}")
+
+
+class CheckpointError(LedgerError):
+    """A checkpoint cannot be issued, published or trusted: `reason` says which and why.
+
+    `reason` is one of "bad signature", "malformed", "wrong origin", "rolled back", "forked",
+    "not of this ledger", "unreadable".
+    """
+
+    def __init__(self, reason: str, detail: str, source: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{reason}: {detail}")

@@ -275,7 +275,7 @@ def replay_run(
     live_tools = tools if tools is not None else builtin_registry()
     served = RecordedTools(live_tools, recorded.record, allow_effects=False, mark=False)
     started = recorded.started
-    scratch = Ledger.open("memory://", clock=StepClock(), ids=SequentialIds())
+    scratch = Ledger.open("memory://", clock=StepClock(), ids=SequentialIds(), limits=ledger.limits)
     try:
         recorded.check_started(
             RunStarted(

@@ -331,3 +331,101 @@ def test_the_signing_key_is_nowhere_in_the_database(operated: Operated) -> None:
     assert KEY_NAME.encode() in stored  # positive control: the checkpoint is there
     assert public.encode() not in stored  # the key stays outside; only signatures are inside
     assert (operated.key.stat().st_mode & 0o777) == 0o600
+
+
+# The auditor's offline check of one exported run ------------------------------------------------
+
+
+def export_with_checkpoint(operated: Operated) -> Path:
+    """The operator exports the audited run with the latest published checkpoint."""
+    latest = sorted(operated.witness.iterdir())[-1]
+    exported = operated.tmp / "audited.jsonl"
+    status, _, err = operated.cli(
+        "export", operated.run_id, "-o", str(exported), "--checkpoint", str(latest)
+    )
+    assert status == 0, err
+    return exported
+
+
+def verify_file(operated: Operated, path: Path, vkey: Path | None = None) -> tuple[int, str]:
+    """``verify --file PATH --vkey VKEY``, with no database in reach."""
+    operated.capsys.readouterr()
+    status = main(["verify", "--file", str(path), "--vkey", str(vkey or operated.vkey)])
+    captured = operated.capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def test_an_exported_run_verifies_offline_with_only_the_verifier_key(operated: Operated) -> None:
+    """Every event of the exported run is proven in the signed checkpoint."""
+    exported = export_with_checkpoint(operated)
+    status, out = verify_file(operated, exported)
+    assert status == 0, out
+    assert "every event is covered" in out
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert (
+        sum(1 for x in lines if x.get("type") == "proof")
+        == json.loads(exported.read_text().splitlines()[0])["proofs"]
+    )
+    with Ledger.open("memory://") as elsewhere:  # the file still imports as a plain export
+        assert elsewhere.import_file(exported) == operated.run_id
+
+
+def test_a_rechained_export_file_fails_its_inclusion_proofs(operated: Operated) -> None:
+    """Forge the tool result in the file and recompute the chain: the proofs no longer hold."""
+    exported = export_with_checkpoint(operated)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
+    blob = next(x for x in lines if x.get("ref") == returned["payload"]["data_ref"])
+    blob["content"]["hours"][0]["forecast"] = "storm"
+    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
+    rechain(lines)
+    exported.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    status, out = verify_file(operated, exported)
+    assert status == 1, out
+    assert f"run {operated.run_id} position {returned['position']}: re-chained" in out
+
+
+def test_an_export_file_without_its_checkpoint_or_signed_by_another_key_is_refused(
+    operated: Operated,
+) -> None:
+    """No checkpoint, or one the auditor's key did not sign: a bad signature, exit 1."""
+    exported = export_with_checkpoint(operated)
+    assert main(["keys", "generate", KEY_NAME, "--out", str(operated.tmp / "other")]) != 0
+    (operated.tmp / "other").mkdir()
+    assert main(["keys", "generate", KEY_NAME, "--out", str(operated.tmp / "other")]) == 0
+    status, out = verify_file(
+        operated, exported, operated.tmp / "other" / f"{KEY_NAME.replace('/', '_')}.vkey"
+    )
+    assert status == 1, out
+    assert "bad signature" in out
+    lines = exported.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["proofs"]
+    kept = [json.dumps(header)] + [
+        x for x in lines[1:] if json.loads(x)["type"] in {"event", "blob"}
+    ]
+    exported.write_text("\n".join(kept) + "\n")
+    status, out = verify_file(operated, exported)
+    assert status == 1, out
+    assert "carries no checkpoint" in out
+
+
+def test_exporting_with_another_ledgers_checkpoint_is_refused(
+    operated: Operated, tmp_path: Path
+) -> None:
+    """A checkpoint this ledger's log does not reproduce cannot back an export."""
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    for _ in range(3):
+        record_bystander(other)
+    foreign = tmp_path / "foreign.checkpoint"
+    assert (
+        operated.cli("checkpoint", "--key", str(operated.key), "-o", str(foreign), url=other)[0]
+        == 0
+    )
+    target = tmp_path / "out.jsonl"
+    status, _, err = operated.cli(
+        "export", operated.run_id, "-o", str(target), "--checkpoint", str(foreign)
+    )
+    assert status == 2
+    assert "not of this ledger" in err
+    assert not target.exists()

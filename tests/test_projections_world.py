@@ -8,14 +8,14 @@ gets for an unknown run, a position outside the run and a recorded delta that is
 
 from __future__ import annotations
 
-import json
 import pickle
-from pathlib import Path
+import warnings
 from typing import Any
 
 import pytest
 
-from agentledger.ledger import Ledger, UnknownRunError, envelope_hash
+from agentledger.ledger import Ledger, UnknownRunError
+from agentledger.ledger.events import DeltaApplied
 from agentledger.projections import (
     InvalidDeltaError,
     JSONValue,
@@ -193,39 +193,27 @@ def test_a_long_run_folds_across_read_pages() -> None:
 # A delta that is not an object -------------------------------------------------------------
 
 
-def forge_export(source: Path, target: Path, position: int, patch: JSONValue) -> None:
-    """Rewrite the patch at `position` of an export and re-hash the chain after it.
+def record_with_bad_delta(ledger: Ledger, bad: JSONValue) -> tuple[str, list[int]]:
+    """Record a run whose second delta is `bad`, past the recording API's schema check.
 
-    The recording API refuses a non-object delta, so this is the way such a delta reaches a
-    ledger: an export file edited by hand, re-hashed so that import verification passes.
+    The recording API and import refuse a non-object delta; an event built without validation
+    (``model_construct``) by code that uses the low-level `RunRecorder.record` is how one can
+    still reach a ledger, and the fold must then name it rather than fold garbage.
     """
-    lines = [json.loads(line) for line in source.read_text().splitlines()]
-    prev = None
-    for item in lines[1:]:
-        if item.get("type") != "event":
-            continue
-        if item["position"] == position:
-            item["payload"]["patch"] = patch
-        if prev is not None:
-            item["prev"] = prev
-            if "head_hash" in item["payload"]:
-                item["payload"]["head_hash"] = prev
-        envelope = {key: value for key, value in item.items() if key not in ("type", "hash")}
-        item["hash"] = prev = envelope_hash(envelope)
-    target.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    positions = []
+    with ledger.record_run("planner", input="tidy the garage") as run:
+        positions.append(run.delta(DELTAS[0]))
+        with warnings.catch_warnings():  # pydantic warns when it dumps the unvalidated field
+            warnings.simplefilter("ignore")
+            positions.append(run.record(DeltaApplied.model_construct(patch=bad)))
+        positions.append(run.delta(DELTAS[2]))
+    return run.run_id, positions
 
 
 @pytest.mark.parametrize("bad", [["a", "list"], "a string", 7, None])
-def test_a_recorded_delta_that_is_not_an_object_is_named(
-    ledger: Ledger, tmp_path: Path, bad: JSONValue
-) -> None:
+def test_a_recorded_delta_that_is_not_an_object_is_named(ledger: Ledger, bad: JSONValue) -> None:
     """A non-object patch stops the fold with an error naming the run and the position."""
-    source, forged = tmp_path / "run.jsonl", tmp_path / "forged.jsonl"
-    with Ledger.open("memory://") as origin:
-        run_id, positions = record(origin, DELTAS[:3])
-        origin.export_run(run_id, source)
-    forge_export(source, forged, positions[1], bad)
-    assert ledger.import_file(forged) == run_id
+    run_id, positions = record_with_bad_delta(ledger, bad)
     assert world_state(ledger, run_id, positions[0]) == DELTAS[0]
     with pytest.raises(InvalidDeltaError) as caught:
         world_state(ledger, run_id)

@@ -1,0 +1,75 @@
+"""Checking an exported run offline: its chain, its blobs, its checkpoint and inclusion proofs.
+
+An auditor holds one export file and the operator's published verifier key, and no database.
+`verify_export` reads the file with import's own checks (nothing in it is trusted), verifies
+the run's hash chain and blobs as `verify` does, opens the checkpoint the file carries with the
+verifier key, and checks every event's inclusion proof against the signed root, using each
+event's hash recomputed from its content. Must not write anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentledger.ledger._checkpoint import Checkpoint
+from agentledger.ledger._checkpoints import check_export_proofs
+from agentledger.ledger._export import _read
+from agentledger.ledger._hashing import envelope_hash
+from agentledger.ledger._limits import Limits
+from agentledger.ledger._verify import VerifyReport, verify_run
+from agentledger.ledger.errors import InvalidPayloadError
+
+__all__ = ["ExportVerification", "verify_export"]
+
+
+@dataclass
+class ExportVerification:
+    """What checking an export file offline found."""
+
+    source: str
+    report: VerifyReport
+    """The run's chain and blobs (``problems``); the checkpoint and proofs (``log_problems``)."""
+    checkpoint: Checkpoint | None = None
+    covered: int = 0
+    """Events whose inclusion proof verifies against the signed checkpoint."""
+    not_covered: list[int] = field(default_factory=list)
+    """Positions with no proof: recorded after the checkpoint, which cannot vouch for them."""
+    refused: list[str] = field(default_factory=list)
+    """What is wrong with the file itself (line and field), as import would refuse it."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the file is well formed, its run intact and every proof verifies."""
+        return not self.refused and self.report.ok
+
+
+def verify_export(
+    path: str | os.PathLike[str], verifier_keys: Sequence[str], *, limits: Limits | None = None
+) -> ExportVerification:
+    """Check an export file offline against the verifier keys of its checkpoint's signer."""
+    file = _read(Path(path), limits or Limits())
+    run_id = str(file.header.get("run_id", ""))
+    result = ExportVerification(str(path), VerifyReport(), refused=list(file.problems))
+    if file.problems:
+        return result
+    blobs = file.blobs
+    result.report = verify_run(
+        run_id, file.records, lambda refs: {r: blobs[r] for r in refs if r in blobs}
+    )
+    events: list[tuple[int, str]] = []
+    for record in file.records:
+        try:
+            events.append((record.position, envelope_hash(record.envelope())))
+        except InvalidPayloadError:
+            events.append((record.position, record.hash))  # reported by verify_run
+    check = check_export_proofs(
+        run_id, events, file.checkpoint, file.proofs, verifier_keys, source=str(path)
+    )
+    result.report.log_problems += check.problems
+    result.checkpoint = check.checkpoint
+    result.covered = check.covered
+    result.not_covered = check.not_covered
+    return result
