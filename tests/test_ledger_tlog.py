@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentledger.ledger import Ledger, SequentialIds, StepClock, merkle
+from agentledger.ledger import Ledger, SequentialIds, StepClock, merkle, verify_export
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._checkpoints import CheckpointError, open_checkpoint
 from agentledger.ledger._tlog import TransparencyLog, TransparencyLogError
@@ -311,3 +311,25 @@ def test_racing_integrators_make_every_event_exactly_one_leaf(ledger_url: str) -
         assert head.root == merkle.root(leaves)
         batches = writer.transparency_log.tables.batches()
         assert [b.first_leaf for b in batches] == [0, *[b.end for b in batches[:-1]]]
+
+
+def test_verify_and_export_against_a_checkpoint_on_every_backend(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """The auditor's two checks hold on an honest ledger, and after it grew."""
+    ids = record_runs(ledger, 2)
+    signer, verifier = generate_key("contract.example/log")
+    note = ledger.checkpoint(signer)
+    report = ledger.verify(checkpoint=note, verifier_keys=[verifier])
+    assert report.ok, [str(p) for p in report.log_problems]
+    assert [c.checkpoint.size for c in report.checkpoints] == [len(notification_leaves(ledger))]
+    record_runs(ledger, 1)
+    assert ledger.verify(ids[0], checkpoint=note, verifier_keys=[verifier]).ok
+    ledger.export_run(ids[0], tmp_path / "run.jsonl", checkpoint=note)
+    checked = verify_export(tmp_path / "run.jsonl", [verifier])
+    assert checked.ok
+    assert checked.covered == len(ledger.events(ids[0]))
+    assert checked.not_covered == []
+    _, stranger = generate_key("contract.example/log")
+    refused = ledger.verify(checkpoint=note, verifier_keys=[stranger])
+    assert [p.reason for p in refused.log_problems] == ["bad signature"]
