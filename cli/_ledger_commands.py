@@ -69,6 +69,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check an export file offline instead of a database (with the checkpoint and "
         "inclusion proofs it carries, against --vkey)",
     )
+    p.add_argument(
+        "--allow-uncovered",
+        action="store_true",
+        help="with --file: accept events after the last one the checkpoint proves (a run that "
+        "went on after it), listing them",
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
@@ -207,7 +213,8 @@ def print_checkpoint_summary(report: VerifyReport) -> None:
     )
     print(
         f"checkpoints intact: {len(held)} of {len(report.checkpoints)} hold; the latest, "
-        f"{body.origin} at {body.size} events, is re-derived from the events{tail}"
+        f"{body.origin} at {body.size} events, is re-derived from the whole ledger's "
+        f"events{tail}"
     )
 
 

@@ -149,7 +149,9 @@ def verify_file_command(args: argparse.Namespace) -> int:
         raise CliError("verify --file takes no RUN, --checkpoint or --deep: the file holds all")
     if not Path(args.file).is_file():
         raise CliError(f"verify --file: {args.file!r} is not a file")
-    result = verify_export(args.file, verifier_keys(args.vkey))
+    result = verify_export(
+        args.file, verifier_keys(args.vkey), allow_uncovered=args.allow_uncovered
+    )
     for refused in result.refused:
         print(f"BROKEN {args.file}: {refused}")
     for problem in result.report.problems:

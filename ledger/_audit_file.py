@@ -19,6 +19,7 @@ from agentledger.ledger._checkpoints import check_export_proofs
 from agentledger.ledger._export import _read
 from agentledger.ledger._hashing import envelope_hash
 from agentledger.ledger._limits import Limits
+from agentledger.ledger._tlog import LogProblem
 from agentledger.ledger._verify import VerifyReport, verify_run
 from agentledger.ledger.errors import InvalidPayloadError
 
@@ -47,9 +48,19 @@ class ExportVerification:
 
 
 def verify_export(
-    path: str | os.PathLike[str], verifier_keys: Sequence[str], *, limits: Limits | None = None
+    path: str | os.PathLike[str],
+    verifier_keys: Sequence[str],
+    *,
+    limits: Limits | None = None,
+    allow_uncovered: bool = False,
 ) -> ExportVerification:
-    """Check an export file offline against the verifier keys of its checkpoint's signer."""
+    """Check an export file offline against the verifier keys of its checkpoint's signer.
+
+    Every event must carry an inclusion proof that verifies against the signed checkpoint:
+    an event without one could have been forged (with its proof line removed). With
+    `allow_uncovered`, events after the last proven one (a run that went on after the
+    checkpoint) are listed in ``not_covered`` instead; at least one event must still be proven.
+    """
     file = _read(Path(path), limits or Limits())
     run_id = str(file.header.get("run_id", ""))
     result = ExportVerification(str(path), VerifyReport(), refused=list(file.problems))
@@ -72,4 +83,16 @@ def verify_export(
     result.checkpoint = check.checkpoint
     result.covered = check.covered
     result.not_covered = check.not_covered
+    if check.checkpoint is not None and not check.problems:
+        late = check.not_covered
+        if late and (not allow_uncovered or not check.covered):
+            span = f"{late[0]}" if len(late) == 1 else f"{late[0]}..{late[-1]}"
+            detail = (
+                f"{len(late)} of its {len(events)} events (positions {span}) carry no inclusion "
+                f"proof in the checkpoint of {check.checkpoint.size} events, so nothing vouches "
+                "for them: export the run again with a newer checkpoint"
+            )
+            result.report.log_problems.append(
+                LogProblem("not covered", detail, run_id, late[0], checkpoint=str(path))
+            )
     return result

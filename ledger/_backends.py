@@ -9,6 +9,7 @@ DELETE). Must not know events' meaning beyond the envelope, nor agents.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ __all__ = [
 
 EVENTS_TABLE = "agentledger_events"
 _PREVIEW = 120
+_HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
 class LedgerRecorder(Protocol):
@@ -338,10 +340,17 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
 
     def all_run_ids(self) -> list[str]:
-        """Every run id that has events."""
+        """Every run id that has events, as the ledger spells them (32 lowercase hex digits).
+
+        A row spelled otherwise was not written by the ledger; verification against a
+        checkpoint reports it (the transparency log reads every row).
+        """
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT DISTINCT originator_id FROM {self.events_table_name}")
-            return sorted(str(UUID(row[0])) for row in c.fetchall())
+            found = [row[0] for row in c.fetchall()]
+        return sorted(
+            str(UUID(key)) for key in found if isinstance(key, str) and _HEX32.fullmatch(key)
+        )
 
 
 class PostgresRecorder(PostgresApplicationRecorder):

@@ -381,14 +381,30 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(msg)
 
 
-_UNTRUSTED_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_refuse_constant)
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, unless a key repeats: parsers differ on which copy wins, so it is refused."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            msg = f"the key {key!r} appears twice in one object"
+            raise ValueError(msg)
+        out[key] = value
+    return out
+
+
+_UNTRUSTED_DECODER = json.JSONDecoder(
+    parse_int=_parse_int,
+    parse_constant=_refuse_constant,
+    object_pairs_hook=_refuse_repeated_keys,
+)
 
 
 def loads_untrusted(text: str) -> Any:
     """Parse JSON from outside the ledger (an import file), as `loads` reads it back.
 
-    ``NaN`` and ``Infinity`` (which Python's parser takes by default) raise `ValueError`; JSON
-    nested deeper than the parser can follow raises `RecursionError`, which callers report.
+    ``NaN`` and ``Infinity`` (which Python's parser takes by default) and a key repeated in one
+    object (parsers differ on which copy wins) raise `ValueError`; JSON nested deeper than the
+    parser can follow raises `RecursionError`, which callers report.
     """
     return _UNTRUSTED_DECODER.decode(text)
 

@@ -14,7 +14,7 @@ import base64
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ __all__ = [
     "OpenedCheckpoint",
     "check_export_proofs",
     "check_inclusion",
+    "check_reproduces",
     "check_split_view",
     "checkpoint_sources",
     "inclusion",
@@ -173,7 +174,11 @@ def publish_checkpoint(log: TransparencyLog, note: str, signer_key: str, directo
     else:
         number = 1
     path = directory / f"{number:08d}.checkpoint"
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        detail = f"{path.name} appeared while this one was checked: publish again"
+        raise CheckpointError("published concurrently", detail, str(directory)) from None
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(note)
     return path
@@ -211,17 +216,28 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def check_reproduces(log: TransparencyLog, checkpoint: Checkpoint) -> None:
+    """Refuse a checkpoint whose tree this ledger's log does not hold (another ledger's)."""
+    if log.size() < checkpoint.size or log.root(checkpoint.size) != checkpoint.root:
+        detail = (
+            f"this ledger's log does not have the checkpoint's root at its size "
+            f"({checkpoint.size}; the log holds {log.size()})"
+        )
+        raise CheckpointError("not of this ledger", detail)
+
+
 def inclusion(
     log: TransparencyLog, checkpoint: Checkpoint, run_id: str, position: int, event_hash: str
 ) -> dict[str, Any]:
     """An inclusion proof of one event in a checkpoint's tree, as JSON-ready values."""
+    check_reproduces(log, checkpoint)
     index = log.leaf_index(run_id, position)
     if index is None or index >= checkpoint.size:
-        detail = f"run {run_id} position {position} is not in the checkpoint's tree"
-        raise CheckpointError("not of this ledger", detail)
-    if log.size() < checkpoint.size or log.root(checkpoint.size) != checkpoint.root:
-        detail = "this ledger's log does not have the checkpoint's root at its size"
-        raise CheckpointError("not of this ledger", detail)
+        detail = (
+            f"run {run_id} position {position} is not in the checkpoint's tree of "
+            f"{checkpoint.size} events: it was recorded after it, so issue a newer checkpoint"
+        )
+        raise CheckpointError("not covered", detail)
     proof = log.inclusion_proof(index, checkpoint.size)
     leaf = merkle.leaf_hash(bytes.fromhex(event_hash))
     try:
@@ -289,13 +305,16 @@ def verify_checkpoints(
     checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     verifier_keys: Sequence[str],
     report: VerifyReport,
+    *,
+    recomputed: Mapping[str, Mapping[int, bytes]] | None = None,
 ) -> None:
     """Check the ledger against signed checkpoints; add what is found to `report`.
 
     A checkpoint whose signature does not verify is a "bad signature" problem (it is not used
     further); two of one origin and size with different roots are "forked" (split view). The
     same finding (reason, run, position) from several checkpoints is reported once, for the
-    first checkpoint that shows it.
+    first checkpoint that shows it. `recomputed` holds, for the runs whose content was checked,
+    each event's hash recomputed from that content (see `check_checkpoints`).
     """
     opened: list[OpenedCheckpoint] = []
     for source, text in checkpoint_sources(checkpoint):
@@ -306,7 +325,7 @@ def verify_checkpoints(
             report.log_problems.append(LogProblem("bad signature", detail, checkpoint=source))
     for detail in check_split_view(opened):
         report.log_problems.append(LogProblem("forked", detail))
-    checks = check_checkpoints(log, [o.checkpoint for o in opened])
+    checks = check_checkpoints(log, [o.checkpoint for o in opened], recomputed=recomputed)
     seen: set[tuple[str, str | None, int | None]] = set()
     for signed, check in zip(opened, checks, strict=True):
         report.checkpoints.append(check)
@@ -329,12 +348,18 @@ def proof_items(
         body = Checkpoint.parse(split_note(note))
     except CheckpointFormatError as e:
         raise CheckpointError("malformed", str(e)) from None
-    if log.size() < body.size or log.root(body.size) != body.root:
-        detail = "this ledger's log does not have the checkpoint's root at its size"
-        raise CheckpointError("not of this ledger", detail)
+    check_reproduces(log, body)
     items: list[dict[str, Any]] = [{"type": "checkpoint", "note": note}]
+    runs = {run_id for run_id, _, _ in events}
+    leaves = {
+        (run_id, position): leaf
+        for run_id in runs
+        for position, leaf in log.leaf_indexes(
+            run_id, [p for r, p, _ in events if r == run_id]
+        ).items()
+    }
     for run_id, position, event_hash in events:
-        index = log.leaf_index(run_id, position)
+        index = leaves.get((run_id, position))
         if index is None or index >= body.size:
             continue
         proof = [_b64(p) for p in log.inclusion_proof(index, body.size)]
@@ -343,6 +368,12 @@ def proof_items(
             detail = f"the stored log cannot prove run {run_id} position {position}"
             raise CheckpointError("not of this ledger", detail)
         items.append({"type": "proof", **item})
+    if len(items) == 1:
+        detail = (
+            f"the checkpoint of {body.size} events covers none of this run's events: issue a "
+            "newer checkpoint first"
+        )
+        raise CheckpointError("not covered", detail)
     return items
 
 

@@ -146,8 +146,8 @@ def unpack_state(stored: bytes) -> bytes:
             msg = "the packed state is cut short"
             raise ValueError(msg)
         rest = _unpack(stored[33:])
-        if rest[:1] != b"{" or rest == b"{}":
-            msg = "the packed state does not continue an envelope"
+        if rest[:1] != b"{" or rest == b"{}" or rest.startswith(b'{"hash"'):
+            msg = "the packed state does not continue an envelope after its hash"
             raise ValueError(msg)
         return _HASH_HEAD + bytes(stored[1:33]).hex().encode() + b'",' + rest[1:]
     msg = f"unknown stored-state form (first byte {bytes(head)!r})"

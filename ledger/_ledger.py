@@ -373,12 +373,20 @@ class Ledger:
         indexed = {info.run_id for info in self.runs()} if run_id is None else set()
         starts: list[RecordedEvent] = []  # RunStarted of each run: forks name their parent's
         ends: dict[str, int] = {}  # position, which must not lie past the parent's last event
+        hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
         for rid in ids:
             records, unreadable = self._read_events(rid, tolerant=True)
             info = self._store.recorder.get_run(rid)
+            recomputed = hashes.setdefault(rid, {}) if hashes is not None else None
             report.merge(
                 verify_run(
-                    rid, records, self._blobs_for_verify, info, unreadable=unreadable, indexed=True
+                    rid,
+                    records,
+                    self._blobs_for_verify,
+                    info,
+                    unreadable=unreadable,
+                    indexed=True,
+                    recomputed=recomputed,
                 )
             )
             starts += records[:1]
@@ -393,7 +401,10 @@ class Ledger:
         if checkpoint is not None:
             from agentledger.ledger._checkpoints import verify_checkpoints
 
-            verify_checkpoints(self.transparency_log, checkpoint, verifier_keys, report)
+            assert hashes is not None
+            verify_checkpoints(
+                self.transparency_log, checkpoint, verifier_keys, report, recomputed=hashes
+            )
         return report
 
     def export_run(
@@ -476,6 +487,7 @@ class Ledger:
         from agentledger.ledger._checkpoint import Checkpoint
         from agentledger.ledger._checkpoints import (
             CheckpointError,
+            check_reproduces,
             inclusion,
             open_checkpoint,
             split_note,
@@ -490,15 +502,16 @@ class Ledger:
                 raise CheckpointError("malformed", str(e)) from None
         records = self.events(run_id)
         log = self.transparency_log
+        check_reproduces(log, body)
         if position is None:
-            covered = [
-                r
-                for r in records
-                if (i := log.leaf_index(r.run_id, r.position)) is not None and i < body.size
-            ]
+            leaves = log.leaf_indexes(run_id, [r.position for r in records])
+            covered = [r for r in records if leaves.get(r.position, body.size) < body.size]
             if not covered:
-                detail = f"no event of run {run_id} is in the checkpoint's tree"
-                raise CheckpointError("not of this ledger", detail)
+                detail = (
+                    f"no event of run {run_id} is in the checkpoint's tree of {body.size} "
+                    "events yet: issue a newer checkpoint"
+                )
+                raise CheckpointError("not covered", detail)
             record = covered[-1]
         else:
             matching = [r for r in records if r.position == position]

@@ -128,7 +128,8 @@ class RecordedEvent:
         Raises `CorruptEventError` (naming run and position) when they are not an envelope.
         """
         try:
-            body = loads(unpack_state(state))
+            canonical = unpack_state(state)
+            body = loads(canonical)
             record = cls(
                 run_id=run_id,
                 position=position,
@@ -145,6 +146,10 @@ class RecordedEvent:
             raise CorruptEventError(run_id, position, detail) from None
         if not isinstance(record.payload, dict) or not isinstance(record.hash, str):
             raise CorruptEventError(run_id, position, "the envelope's fields have wrong types")
+        if not canonical.startswith(b'{"hash":"' + record.hash.encode() + b'"'):
+            # JSON keeps the last of repeated keys; the transparency log reads the first hash.
+            detail = "the stored state does not begin with the hash it holds (a repeated key?)"
+            raise CorruptEventError(run_id, position, detail)
         return record
 
     @classmethod

@@ -13,12 +13,13 @@ otherwise: re-chained, truncated, rolled back or forked. Must not know events' m
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
-from uuid import UUID
 
 from agentledger.ledger import merkle
 from agentledger.ledger._checkpoint import Checkpoint
@@ -53,7 +54,13 @@ _READ_BATCH = 20_000
 _EMPTY_ROOT = hashlib.sha256(b"").digest()
 
 LogReason = Literal[
-    "re-chained", "truncated", "rolled back", "forked", "bad signature", "log damaged"
+    "re-chained",
+    "truncated",
+    "rolled back",
+    "forked",
+    "bad signature",
+    "log damaged",
+    "not covered",
 ]
 
 
@@ -77,7 +84,9 @@ class LogProblem:
 
     def __str__(self) -> str:
         source = f"checkpoint {self.checkpoint}: " if self.checkpoint else ""
-        where = f"run {self.run_id} position {self.position}: " if self.run_id else ""
+        where = f"run {self.run_id}: " if self.run_id else ""
+        if self.run_id and self.position is not None:
+            where = f"run {self.run_id} position {self.position}: "
         return f"{source}{where}{self.reason} ({self.detail})"
 
 
@@ -246,18 +255,18 @@ class TransparencyLog:
     def leaf_index(self, run_id: str, position: int) -> int | None:
         """The leaf of a run's event, or None when it is not integrated (yet)."""
         nid = self.tables.nid_of(run_id, position)
-        if nid is None:
-            return None
-        for record in self.tables.batches():
-            if record.first_nid <= nid <= record.last_nid:
-                if nid in record.gaps:
-                    return None
-                return (
-                    record.first_leaf
-                    + (nid - record.first_nid)
-                    - sum(1 for g in record.gaps if g < nid)
-                )
-        return None
+        return None if nid is None else _LeafFinder(self.tables.batches()).leaf(nid)
+
+    def leaf_indexes(self, run_id: str, positions: Sequence[int]) -> dict[int, int]:
+        """The leaves of several events of one run (those integrated), batches read once."""
+        finder = _LeafFinder(self.tables.batches())
+        out: dict[int, int] = {}
+        for position in positions:
+            nid = self.tables.nid_of(run_id, position)
+            leaf = None if nid is None else finder.leaf(nid)
+            if leaf is not None:
+                out[position] = leaf
+        return out
 
     def entries(self) -> Iterator[LogEntry]:
         """Every event in log order (integrated or not), read in batches."""
@@ -288,6 +297,25 @@ class TransparencyLog:
             out += [data[i : i + _HASH] for i in range(0, len(data), _HASH)]
         first = start - (start // TILE_WIDTH) * TILE_WIDTH
         return out[first : first + end - start]
+
+
+class _LeafFinder:
+    """Notification id to leaf index, by bisecting the integration batches."""
+
+    def __init__(self, batches: Sequence[LogBatch]) -> None:
+        self._batches = batches
+        self._starts = [b.first_nid for b in batches]
+
+    def leaf(self, nid: int) -> int | None:
+        """The leaf of the event with notification id `nid`, or None (not integrated)."""
+        at = bisect.bisect_right(self._starts, nid) - 1
+        if at < 0:
+            return None
+        record = self._batches[at]
+        if nid > record.last_nid or nid in record.gaps:
+            return None
+        before = bisect.bisect_left(record.gaps, nid)  # gaps are in increasing order
+        return record.first_leaf + (nid - record.first_nid) - before
 
 
 class _CompactRange:
@@ -341,21 +369,36 @@ def check_checkpoint(log: TransparencyLog, checkpoint: Checkpoint) -> Checkpoint
 
 
 def check_checkpoints(
-    log: TransparencyLog, checkpoints: Sequence[Checkpoint]
+    log: TransparencyLog,
+    checkpoints: Sequence[Checkpoint],
+    *,
+    recomputed: Mapping[str, Mapping[int, bytes]] | None = None,
 ) -> list[CheckpointCheck]:
     """Compare the ledger's events (and its stored log) with checkpoints' signed trees.
 
-    Signatures are the caller's to check first. One pass over the events' hashes re-derives the
-    root at every checkpoint's size and compares it with the signed root; then each checkpoint
-    is checked to be extended by the stored log (what proofs are served from). Memory stays
-    bounded: the events are streamed, and only O(log n) subtree roots are kept.
+    Signatures are the caller's to check first. One pass over every stored event, in the
+    ledger-wide order, re-derives the root at every checkpoint's size and compares it with the
+    signed root; then each checkpoint is checked to be extended by the stored log (what proofs
+    are served from). Each leaf is the event's hash as `recomputed` from its content by the
+    per-run checks (``verify_run(..., recomputed=...)``) for the runs it holds, and as stored
+    for the others; so with every run recomputed, no stored hash is trusted. The pass also
+    refuses what the per-run checks cannot see: a row whose run id is not spelled as the ledger
+    writes it, a stored event of a checked run that those checks did not read, and a run with
+    more (or fewer) rows than they read. Memory stays bounded apart from `recomputed`: the
+    events are streamed, and only O(log n) subtree roots are kept.
     """
-    integrated = log.size()
+    damaged: list[LogProblem] = []
+    try:
+        integrated = log.size()
+    except TransparencyLogError as e:
+        integrated = 0
+        damaged.append(LogProblem("log damaged", e.detail))
     results = [CheckpointCheck(c, integrated=integrated) for c in checkpoints]
     sizes = sorted({c.size for c in checkpoints})
     roots: dict[int, bytes] = {}
     compact = _CompactRange()
     events = 0
+    leaves = _Leaves(log, recomputed)
     unreadable: LogProblem | None = None
     pending = iter(sizes)
     wanted = next(pending, None)
@@ -364,28 +407,136 @@ def check_checkpoints(
         wanted = next(pending, None)
     for head in log.heads():
         events += 1
+        leaf = leaves.recomputed(head)
         if wanted is None or unreadable is not None:
             continue
         try:
-            compact.append(log._leaves([head])[0])
+            compact.append(leaf if leaf is not None else log._leaves([head])[0])
         except TransparencyLogError as e:
             unreadable = LogProblem("re-chained", e.detail, e.run_id, e.position)
             continue
         while wanted is not None and compact.size == wanted:
             roots[wanted] = compact.root()
             wanted = next(pending, None)
+    found = damaged + leaves.finish()
     for result in results:
         result.events = events
-        size = result.checkpoint.size
-        if size not in roots and unreadable is not None and events >= size:
-            result.problems.append(unreadable)
-        elif events < size:
-            _missing(log, result)
-        elif roots[size] != result.checkpoint.root:
-            _differs(log, result)
-        elif 0 < size < integrated:
-            _check_extended(log, result)
+        result.problems += found
+        try:
+            _judge(log, result, roots, unreadable, leaves)
+        except TransparencyLogError as e:  # the roots were re-derived; naming needs the log
+            result.problems.append(LogProblem("log damaged", e.detail))
+            size = result.checkpoint.size
+            if events < size or roots.get(size) != result.checkpoint.root:
+                detail = "the events do not reproduce the checkpoint's root"
+                result.problems.append(LogProblem("re-chained", detail))
     return results
+
+
+def _judge(
+    log: TransparencyLog,
+    result: CheckpointCheck,
+    roots: Mapping[int, bytes],
+    unreadable: LogProblem | None,
+    leaves: _Leaves,
+) -> None:
+    """Compare one checkpoint with the roots the events re-derived; name what differs."""
+    size = result.checkpoint.size
+    if size not in roots and unreadable is not None and result.events >= size:
+        result.problems.append(unreadable)
+    elif result.events < size:
+        _missing(log, result, leaves)
+    elif roots[size] != result.checkpoint.root:
+        _differs(log, result, leaves)
+    elif 0 < size < result.integrated:
+        _check_extended(log, result)
+
+
+class _Leaves:
+    """The leaf of each stored event in one pass: from its recomputed hash where there is one.
+
+    Collects what the per-run checks cannot see: rows whose run id is not spelled as the ledger
+    writes it, rows of a checked run that its chain check did not read, row counts that differ.
+    """
+
+    def __init__(
+        self, log: TransparencyLog, recomputed: Mapping[str, Mapping[int, bytes]] | None
+    ) -> None:
+        self._log = log
+        self._recomputed = recomputed or {}
+        self._names = _RunNames()
+        self._rows: dict[str, int] = {}
+        self.problems: list[LogProblem] = []
+
+    def recomputed(self, head: Head) -> bytes | None:
+        """The leaf from the event's recomputed hash; None where only the stored one is known."""
+        run_id = self._names.canonical(head[2])
+        if run_id is None:
+            detail = (
+                f"a stored event's run id is spelled {head[2]!r}, which the ledger never "
+                "writes: a row hidden from the per-run checks"
+            )
+            self.problems.append(LogProblem("re-chained", detail))
+            return None
+        positions = self._recomputed.get(run_id)
+        if positions is None:
+            return None
+        self._rows[run_id] = self._rows.get(run_id, 0) + 1
+        digest = positions.get(head[3])
+        if digest is None:
+            detail = "a stored event of this run that its chain check did not read"
+            self.problems.append(LogProblem("re-chained", detail, run_id, head[3]))
+            return None
+        return hashlib.sha256(b"\x00" + digest).digest()
+
+    def name(self, key: str) -> str:
+        """A run id as the table spells it, canonical where it can be."""
+        return self._names.canonical(key) or key
+
+    def leaf(self, head: Head) -> bytes | None:
+        """The event's leaf from its recomputed hash, else its stored one (None: unreadable)."""
+        run_id = self._names.canonical(head[2])
+        digest = self._recomputed.get(run_id or "", {}).get(head[3])
+        if digest is not None:
+            return hashlib.sha256(b"\x00" + digest).digest()
+        try:
+            return self._log._leaves([head])[0]
+        except TransparencyLogError:
+            return None
+
+    def finish(self) -> list[LogProblem]:
+        """The findings, with runs whose row count differs from what their check read."""
+        for run_id, positions in self._recomputed.items():
+            rows = self._rows.get(run_id, 0)
+            if rows != len(positions):
+                detail = (
+                    f"the run has {rows} stored rows in the ledger-wide order but its chain "
+                    f"check read {len(positions)}: rows were duplicated or hidden"
+                )
+                self.problems.append(LogProblem("re-chained", detail, run_id))
+        return self.problems
+
+
+class _RunNames:
+    """Run ids as the events table spells them, turned canonical (cached per spelling)."""
+
+    _HEX32 = re.compile(r"[0-9a-f]{32}")
+    _CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str | None] = {}
+
+    def canonical(self, key: str) -> str | None:
+        """The canonical run id, or None for a spelling the ledger never writes."""
+        if key in self._seen:
+            return self._seen[key]
+        name: str | None = None
+        if self._HEX32.fullmatch(key):
+            name = f"{key[:8]}-{key[8:12]}-{key[12:16]}-{key[16:20]}-{key[20:]}"
+        elif self._CANONICAL.fullmatch(key):
+            name = key
+        self._seen[key] = name
+        return name
 
 
 def _check_extended(log: TransparencyLog, result: CheckpointCheck) -> None:
@@ -422,45 +573,47 @@ class _Found:
         return f"this event was inserted among those logged, before leaf {self.leaf}"
 
 
-def _locate(log: TransparencyLog, limit: int) -> _Found | None:  # noqa: PLR0911 - one per case
+def _locate(log: TransparencyLog, limit: int, leaves: _Leaves) -> _Found | None:
     """The first of the first `limit` logged leaves whose event is not what was logged.
 
     An event is gone, changed, or preceded by one that was not logged; it is named by the run
-    and position integration recorded for its leaf.
+    and position integration recorded for its leaf. Each batch's events and logged leaves are
+    walked side by side, once.
     """
     for record in log.tables.batches():
         if record.first_leaf >= limit:
             return None
-        named = log.tables.batch_events(record.first_leaf)
-        gaps = set(record.gaps)
-        nids = [n for n in range(record.first_nid, record.last_nid + 1) if n not in gaps]
-        span = record.last_nid - record.first_nid + 1
-        current = {
-            h[0]: h for h in log.tables.heads(record.first_nid - 1, span) if h[0] <= record.last_nid
-        }
-        stored = log.stored_leaves(record.first_leaf, min(record.end, log.size()))
-        for k, nid in enumerate(nids):
-            leaf = record.first_leaf + k
-            if leaf >= limit or k >= len(stored):
-                return None
-            run_id, position = named[k] if k < len(named) else (None, None)
-            head = current.pop(nid, None)
-            if head is None:
-                return _Found("gone", leaf, run_id, position)
-            try:
-                mine = log._leaves([head])[0]
-            except TransparencyLogError:
-                return _Found("changed", leaf, run_id, position)
-            if mine != stored[k]:
-                return _Found("changed", leaf, run_id, position)
-            inserted = [h for n, h in current.items() if n < nid]
-            if inserted:
-                h = inserted[0]
-                return _Found("inserted", leaf, str(UUID(h[2])), h[3])
+        found = _locate_in_batch(log, record, limit, leaves)
+        if found is not None:
+            return found
     return None
 
 
-def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
+def _locate_in_batch(
+    log: TransparencyLog, record: LogBatch, limit: int, leaves: _Leaves
+) -> _Found | None:
+    named = log.tables.batch_events(record.first_leaf)
+    gaps = set(record.gaps)
+    nids = [n for n in range(record.first_nid, record.last_nid + 1) if n not in gaps]
+    span = record.last_nid - record.first_nid + 1
+    actual = [h for h in log.tables.heads(record.first_nid - 1, span) if h[0] <= record.last_nid]
+    stored = log.stored_leaves(record.first_leaf, min(record.end, log.size()))
+    for k, nid in enumerate(nids):  # the k-th logged event should be the k-th row now
+        leaf = record.first_leaf + k
+        if leaf >= limit or k >= len(stored):
+            return None
+        run_id, position = named[k] if k < len(named) else (None, None)
+        if k < len(actual) and actual[k][0] < nid:
+            extra = actual[k]
+            return _Found("inserted", leaf, leaves.name(extra[2]), extra[3])
+        if k >= len(actual) or actual[k][0] != nid:
+            return _Found("gone", leaf, run_id, position)
+        if leaves.leaf(actual[k]) != stored[k]:
+            return _Found("changed", leaf, run_id, position)
+    return None
+
+
+def _missing(log: TransparencyLog, result: CheckpointCheck, leaves: _Leaves) -> None:
     """Fewer events than the checkpoint covers."""
     size = result.checkpoint.size
     if result.integrated < size:
@@ -472,10 +625,10 @@ def _missing(log: TransparencyLog, result: CheckpointCheck) -> None:
         result.problems.append(LogProblem("rolled back", detail))
         return
     detail = f"the checkpoint covers {size} events; {size - result.events} of them are gone"
-    _name_first_difference(log, result, "truncated", detail)
+    _name_first_difference(log, result, "truncated", detail, leaves)
 
 
-def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
+def _differs(log: TransparencyLog, result: CheckpointCheck, leaves: _Leaves) -> None:
     """As many events as the checkpoint covers (or more), but not the ones it signed."""
     size = result.checkpoint.size
     logged_root: bytes | None = None
@@ -496,11 +649,15 @@ def _differs(log: TransparencyLog, result: CheckpointCheck) -> None:
         "events the checkpoint covers no longer hash to its root: changed, deleted or written "
         "again after they were logged"
     )
-    _name_first_difference(log, result, "re-chained", detail)
+    _name_first_difference(log, result, "re-chained", detail, leaves)
 
 
 def _name_first_difference(
-    log: TransparencyLog, result: CheckpointCheck, reason: LogReason, detail: str
+    log: TransparencyLog,
+    result: CheckpointCheck,
+    reason: LogReason,
+    detail: str,
+    leaves: _Leaves,
 ) -> None:
     """Report the first logged event that is not what was logged, named where possible.
 
@@ -508,7 +665,7 @@ def _name_first_difference(
     written again under the same run and position, or preceded by one never logged, is a
     re-chained history.
     """
-    found = _locate(log, result.checkpoint.size)
+    found = _locate(log, result.checkpoint.size, leaves)
     if found is None:
         result.problems.append(LogProblem(reason, detail))
         return

@@ -38,6 +38,8 @@ import zstandard
 from eventsourcing.persistence import IntegrityError
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
+from agentledger.ledger.errors import TransparencyLogError
+
 __all__ = [
     "LOG_TABLES_SQLITE",
     "Head",
@@ -155,19 +157,29 @@ def pack_events(heads: Sequence[Head]) -> bytes:
 
 
 def unpack_events(data: bytes) -> list[tuple[str, int]]:
-    """The (run id, position) list `pack_events` packed."""
-    raw = zstandard.ZstdDecompressor().decompress(data)
-    length = int.from_bytes(raw[:8], "big")
-    runs = raw[8 : 8 + length].decode().split("\n")
-    positions = array("q")
-    positions.frombytes(raw[8 + length :])
-    if sys.byteorder != "little":
-        positions.byteswap()
-    return [(str(UUID(run)), int(p)) for run, p in zip(runs, positions, strict=True)]
+    """The (run id, position) list `pack_events` packed; damage is a `TransparencyLogError`."""
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(data)
+        length = int.from_bytes(raw[:8], "big")
+        runs = raw[8 : 8 + length].decode().split("\n")
+        positions = array("q")
+        positions.frombytes(raw[8 + length :])
+        if sys.byteorder != "little":
+            positions.byteswap()
+        return [(str(UUID(run)), int(p)) for run, p in zip(runs, positions, strict=True)]
+    except (zstandard.ZstdError, ValueError, UnicodeDecodeError) as e:
+        raise TransparencyLogError(
+            f"the log's record of which event each leaf was is damaged ({e})"
+        ) from None
 
 
 def _batch(row: Sequence[Any]) -> LogBatch:
-    return LogBatch(int(row[0]), int(row[1]), int(row[2]), int(row[3]), tuple(json.loads(row[4])))
+    try:
+        gaps = tuple(int(g) for g in json.loads(row[4]))
+        return LogBatch(int(row[0]), int(row[1]), int(row[2]), int(row[3]), gaps)
+    except (ValueError, TypeError) as e:
+        detail = f"the log's batch starting at leaf {row[0]!r} is damaged ({e})"
+        raise TransparencyLogError(detail) from None
 
 
 def _gaps(batch: LogBatch) -> str:

@@ -144,18 +144,22 @@ def verify_run(
     *,
     unreadable: Mapping[int, str] | None = None,
     indexed: bool = False,
+    recomputed: dict[int, bytes] | None = None,
 ) -> VerifyReport:
     """Verify one run's events (ordered by stored position) and the blobs they refer to.
 
     `unreadable` maps the positions whose stored bytes did not decode (their records are
     stand-ins) to the reason: each is reported as an altered payload, and the chain check
     resumes at the next event. `info` is the run's row in the runs index, checked against the
-    events; with `indexed` (the ledger keeps an index) a missing row is a problem too.
+    events; with `indexed` (the ledger keeps an index) a missing row is a problem too. Into
+    `recomputed`, when given, go the hashes recomputed from each event's content, by position
+    (what the transparency log's leaves must be; an unreadable event gets 32 zero bytes).
     """
     report = VerifyReport(runs_checked=1, events_checked=len(records))
     problems = report.problems
     unreadable = unreadable or {}
     chain = _Chain(run_id, {r.hash: r.position for r in records if r.position not in unreadable})
+    chain.recomputed = recomputed
     ended_at: int | None = None
     end: RecordedEvent | None = None
     for record in records:
@@ -213,6 +217,7 @@ class _Chain:
     prev: str = GENESIS
     checked_prev: str = GENESIS
     resync: bool = False
+    recomputed: dict[int, bytes] | None = None
 
     def _gap(self, position: int, problems: list[Problem]) -> bool:
         if position <= self.expected:
@@ -226,6 +231,8 @@ class _Chain:
         self._gap(position, problems)
         detail = f"the stored event cannot be read: {reason}"
         problems.append(Problem(self.run_id, position, "payload altered", detail))
+        if self.recomputed is not None:
+            self.recomputed[position] = bytes(32)
         self.expected = position + 1
         self.resync = True
 
@@ -237,6 +244,10 @@ class _Chain:
         except InvalidPayloadError as e:
             problems.append(Problem(run_id, record.position, "not decodable", str(e)))
             recomputed = ""
+        if self.recomputed is not None:
+            self.recomputed[record.position] = (
+                bytes.fromhex(recomputed) if recomputed else bytes(32)
+            )
         origin = self.by_stored_hash.get(record.prev)
         moved = origin is not None and origin != record.position - 1
         after_gap = self._gap(record.position, problems) or self.resync

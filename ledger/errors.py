@@ -218,7 +218,8 @@ class CheckpointError(LedgerError):
     """A checkpoint cannot be issued, published or trusted: `reason` says which and why.
 
     `reason` is one of "bad signature", "malformed", "wrong origin", "rolled back", "forked",
-    "not of this ledger", "unreadable".
+    "not of this ledger", "not covered" (recorded after the checkpoint), "unreadable",
+    "published concurrently".
     """
 
     def __init__(self, reason: str, detail: str, source: str = "") -> None:

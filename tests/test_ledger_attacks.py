@@ -25,6 +25,8 @@ from test_ledger_tamper import Database, record_audited_run, record_bystander
 from agentledger.agents.testing import database_bytes
 from agentledger.cli import main
 from agentledger.ledger import GENESIS, Ledger, blob_ref, canonical_json, envelope_hash
+from agentledger.ledger._codec import _pack
+from agentledger.ledger.events import EVENT_TYPES
 
 KEY_NAME = "audit.example/ledger"
 LOG_TABLES = (
@@ -429,3 +431,104 @@ def test_exporting_with_another_ledgers_checkpoint_is_refused(
     assert status == 2
     assert "not of this ledger" in err
     assert not target.exists()
+
+
+# Rows that read one way for the chain check and another for the log ------------------------------
+
+
+@pytest.mark.parametrize("form", ["0x02-prefix", "repeated-key"])
+def test_a_stored_event_that_shows_the_log_its_old_hash_is_caught(
+    operated: Operated, form: str
+) -> None:
+    """Re-chain the forged run but keep each event's logged hash where the log reads it.
+
+    Either in the 0x02 prefix (with the new hash inside the packed JSON) or as a first "hash"
+    key repeated later with the new one: the chain check refuses the state as unreadable, and
+    the checkpoint check recomputes every leaf from content.
+    """
+    with Ledger.open(operated.url) as ledger:
+        records = ledger.events(operated.run_id)
+        returned = next(r for r in records if r.kind == "ToolReturned")
+        content = ledger.blob(returned.payload["data_ref"])
+        content["hours"][0]["forecast"] = "storm"
+        forged_ref = ledger.put_blobs([content])[0]
+    operated.db.drop_triggers()
+    prev = GENESIS
+    for record in records:
+        envelope = record.envelope()
+        if record.position == returned.position:
+            envelope["payload"]["data_ref"] = forged_ref
+        if record.kind in {"RunCompleted", "RunFailed"}:
+            envelope["payload"]["head_hash"] = prev
+        envelope["prev"] = prev
+        digest = envelope_hash({k: v for k, v in envelope.items() if k != "hash"})
+        if digest != record.hash:
+            body = json.loads(operated.db.state(operated.run_id, record.position))
+            body.update(hash=digest, prev=prev, payload=envelope["payload"])
+            text = canonical_json(body)
+            if form == "0x02-prefix":
+                state = b"\x02" + bytes.fromhex(record.hash) + _pack(text)
+            else:
+                state = b"\x01" + _pack(b'{"hash":"' + record.hash.encode() + b'",' + text[1:])
+            operated.db.set_packed_state(operated.run_id, record.position, state)
+        prev = digest
+    status, out, _ = operated.cli("verify")
+    assert status == 1, out
+    assert "the stored event cannot be read" in out
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "re-chained" in out
+
+
+def test_rows_respelled_out_of_sight_of_the_chain_check_are_caught(operated: Operated) -> None:
+    """Hide the covered answer under an upper-case run id and write a forged one in its place."""
+    if operated.kind != "sqlite":
+        pytest.skip("PostgreSQL stores run ids as uuid: there is no other spelling")
+    with Ledger.open(operated.url) as ledger:
+        records = ledger.events(operated.run_id)
+    answer = next(r for r in records if r.kind == "SynthesisProduced")
+    end = records[-1]
+    operated.db.drop_triggers()
+    operated.db.execute(
+        "UPDATE agentledger_events SET originator_id = upper(originator_id) "
+        "WHERE originator_id = ? AND originator_version >= ?",
+        [operated.db.originator(operated.run_id), answer.position],
+    )
+    with Ledger.open(operated.url) as ledger:
+        payload = dict(answer.payload) | {"answer": "No: storm warning, walk cancelled."}
+        ledger.append(operated.run_id, EVENT_TYPES["SynthesisProduced"](**payload))
+        head = ledger.events(operated.run_id)[-1]
+        closing = dict(end.payload) | {"event_count": head.position + 1, "head_hash": head.hash}
+        ledger.append(operated.run_id, EVENT_TYPES["RunCompleted"](**closing))
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "which the ledger never writes" in out
+
+
+def test_damaged_log_tables_are_reported_not_a_crash(operated: Operated) -> None:
+    """Garbage in the log's own tables: verify names the damage (exit 1), no traceback."""
+    operated.db.execute("UPDATE agentledger_log_batches SET gaps = 'not json'")
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "log damaged" in out
+
+
+def test_an_export_file_whose_last_proofs_were_stripped_is_not_intact(operated: Operated) -> None:
+    """Without a proof an event could be forged: verify --file fails unless told to allow it."""
+    exported = export_with_checkpoint(operated)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    proofs = [x for x in lines if x.get("type") == "proof"]
+    stripped = {p["position"] for p in proofs[-2:]}
+    kept = [x for x in lines if not (x.get("type") == "proof" and x["position"] in stripped)]
+    kept[0]["proofs"] = len(proofs) - 2
+    exported.write_text("".join(json.dumps(x) + "\n" for x in kept))
+    status, out = verify_file(operated, exported)
+    assert status == 1, out
+    assert f"position {min(stripped)}: not covered" in out
+    operated.capsys.readouterr()
+    status = main(
+        ["verify", "--file", str(exported), "--vkey", str(operated.vkey), "--allow-uncovered"]
+    )
+    out = operated.capsys.readouterr().out
+    assert status == 0, out
+    assert f"positions {min(stripped)}..{max(stripped)}) are not covered" in out

@@ -361,6 +361,11 @@ def test_a_header_run_id_that_is_not_a_uuid_is_refused(
         pytest.param("[1, 2]", "neither an event, a blob, a checkpoint nor a proof", id="a-list"),
         pytest.param('{"type": "event", "position": NaN}', "not JSON (NaN is not JSON", id="nan"),
         pytest.param("{not json", "not JSON", id="not-json"),
+        pytest.param(
+            '{"type": "blob", "type": "event"}',
+            "not JSON (the key 'type' appears twice",
+            id="repeated-key",
+        ),
         pytest.param('{"type": "blob", "ref": 1}', "field 'content' is missing", id="blob-field"),
     ],
 )
