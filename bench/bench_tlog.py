@@ -7,7 +7,8 @@ a. Recording with the log enabled vs without: events/s recording runs through th
 b. Integrating 1,000,000 events (the tiles written to SQLite) and signing a checkpoint, against
    SHA-256 of the same leaves and interior nodes in a plain Python loop. Target <= 3x.
 c. Inclusion and consistency proofs at 1,000,000 leaves from the stored tiles: mean ms per
-   proof (target <= 5 ms each), with the tile reads per proof in the note (O(log n)).
+   proof against the 5 ms budget (an absolute target: ratio <= 1), with the tile reads per
+   proof in the note (O(log n)).
 d. Full-ledger verify against a checkpoint vs full-ledger verify without one, same ledger of
    recorded runs. Target <= 1.2x.
 
@@ -46,6 +47,7 @@ QUICK_RUNS = 60
 STEPS = 8
 REPEATS = 3
 PROOFS = 200
+PROOF_BUDGET_MS = 5.0
 
 
 @contextmanager
@@ -243,13 +245,15 @@ def _proof_rows(log: Any, count: int) -> list[dict[str, Any]]:
     tables.tiles = original
     return [
         {
-            "name": f"{kind} proof at {count:,} leaves (ms per proof)",
+            "name": f"{kind} proof at {count:,} leaves vs the 5 ms budget (ms per proof)",
             "value": round(timings[kind], 3),
-            "ratio": round(timings[kind], 3),
-            "target": 5.0,
+            "baseline": PROOF_BUDGET_MS,
+            "ratio": round(timings[kind] / PROOF_BUDGET_MS, 3),
+            "target": 1.0,
             "unit": "ms",
             "higher_is_better": False,
-            "note": f"{timings[kind + '_reads']:.1f} tile reads per proof (O(log n)); "
+            "note": f"the baseline is the absolute budget, not a measurement; "
+            f"{timings[kind + '_reads']:.1f} tile reads per proof (O(log n)); "
             f"{len(range(0, count, step))} proofs spread over the tree",
         }
         for kind in ("inclusion", "consistency")
