@@ -175,4 +175,10 @@ def verify_file_command(args: argparse.Namespace) -> int:
         f"{result.covered} events proven in {body.origin}'s signed checkpoint of "
         f"{body.size} events{tail}"
     )
+    if not result.ended:
+        print(
+            "note: the run in this file has no end event (RunCompleted or RunFailed): the file "
+            "proves the events it holds, not that the run stops there",
+            file=sys.stderr,
+        )
     return 0

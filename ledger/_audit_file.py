@@ -40,6 +40,10 @@ class ExportVerification:
     """Positions with no proof: recorded after the checkpoint, which cannot vouch for them."""
     refused: list[str] = field(default_factory=list)
     """What is wrong with the file itself (line and field), as import would refuse it."""
+    ended: bool = False
+    """Whether the file's run ends (RunCompleted or RunFailed). Proofs show that each event
+    in the file is in the signed log, not that the file holds all of the run: a file whose
+    run does not end may have been cut short."""
 
     @property
     def ok(self) -> bool:
@@ -83,6 +87,8 @@ def verify_export(
     result.checkpoint = check.checkpoint
     result.covered = check.covered
     result.not_covered = check.not_covered
+    last = file.records[-1] if file.records else None
+    result.ended = last is not None and last.kind in {"RunCompleted", "RunFailed"}
     if check.checkpoint is not None and not check.problems:
         late = check.not_covered
         if late and (not allow_uncovered or not check.covered):

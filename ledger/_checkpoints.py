@@ -307,6 +307,7 @@ def verify_checkpoints(
     report: VerifyReport,
     *,
     recomputed: Mapping[str, Mapping[int, bytes]] | None = None,
+    complete: bool = True,
 ) -> None:
     """Check the ledger against signed checkpoints; add what is found to `report`.
 
@@ -314,7 +315,9 @@ def verify_checkpoints(
     further); two of one origin and size with different roots are "forked" (split view). The
     same finding (reason, run, position) from several checkpoints is reported once, for the
     first checkpoint that shows it. `recomputed` holds, for the runs whose content was checked,
-    each event's hash recomputed from that content (see `check_checkpoints`).
+    each event's hash recomputed from that content; unless `complete` (every run was checked),
+    the other runs' rows are read whole and their hashes recomputed from each row alone (see
+    `check_checkpoints`).
     """
     opened: list[OpenedCheckpoint] = []
     for source, text in checkpoint_sources(checkpoint):
@@ -325,7 +328,9 @@ def verify_checkpoints(
             report.log_problems.append(LogProblem("bad signature", detail, checkpoint=source))
     for detail in check_split_view(opened):
         report.log_problems.append(LogProblem("forked", detail))
-    checks = check_checkpoints(log, [o.checkpoint for o in opened], recomputed=recomputed)
+    checks = check_checkpoints(
+        log, [o.checkpoint for o in opened], recomputed=recomputed, complete=complete
+    )
     seen: set[tuple[str, str | None, int | None]] = set()
     for signed, check in zip(opened, checks, strict=True):
         report.checkpoints.append(check)

@@ -403,7 +403,12 @@ class Ledger:
 
             assert hashes is not None
             verify_checkpoints(
-                self.transparency_log, checkpoint, verifier_keys, report, recomputed=hashes
+                self.transparency_log,
+                checkpoint,
+                verifier_keys,
+                report,
+                recomputed=hashes,
+                complete=run_id is None,
             )
         return report
 

@@ -24,15 +24,19 @@ from typing import Literal
 from agentledger.ledger import merkle
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._codec import stored_hash
+from agentledger.ledger._hashing import envelope_hash
+from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger._tlog_tables import (
+    FIRST_ID,
     Head,
     LogBatch,
     LogConflictError,
     LogEntry,
     LogTables,
+    Row,
     pack_events,
 )
-from agentledger.ledger.errors import TransparencyLogError
+from agentledger.ledger.errors import CorruptEventError, InvalidPayloadError, TransparencyLogError
 
 __all__ = [
     "TILE_WIDTH",
@@ -278,11 +282,22 @@ class TransparencyLog:
             yield from found
             after = found[-1].nid
 
-    def heads(self) -> Iterator[Head]:
-        """Every event's (notification id, stored state head) in log order, in batches."""
-        after = 0
+    def heads(self, after: int = 0) -> Iterator[Head]:
+        """Every event's (notification id, stored state head) in log order, in batches.
+
+        From `after` (``FIRST_ID`` reads rows at ids the ledger never assigns, too).
+        """
         while True:
             found = self.tables.heads(after, _READ_BATCH)
+            if not found:
+                return
+            yield from found
+            after = found[-1][0]
+
+    def rows(self, after: int = FIRST_ID) -> Iterator[Row]:
+        """Every stored row, whole, in log order, in batches."""
+        while True:
+            found = self.tables.rows(after, _READ_BATCH)
             if not found:
                 return
             yield from found
@@ -373,6 +388,7 @@ def check_checkpoints(
     checkpoints: Sequence[Checkpoint],
     *,
     recomputed: Mapping[str, Mapping[int, bytes]] | None = None,
+    complete: bool = True,
 ) -> list[CheckpointCheck]:
     """Compare the ledger's events (and its stored log) with checkpoints' signed trees.
 
@@ -380,8 +396,10 @@ def check_checkpoints(
     ledger-wide order, re-derives the root at every checkpoint's size and compares it with the
     signed root; then each checkpoint is checked to be extended by the stored log (what proofs
     are served from). Each leaf is the event's hash as `recomputed` from its content by the
-    per-run checks (``verify_run(..., recomputed=...)``) for the runs it holds, and as stored
-    for the others; so with every run recomputed, no stored hash is trusted. The pass also
+    per-run checks (``verify_run(..., recomputed=...)``) for the runs it holds; for the other
+    runs, unless `complete` says there are none, each row is read whole and its hash
+    recomputed from that row alone. No stored hash is trusted then. (Without `recomputed`, the
+    stored hashes are used: what the log integrated, for a quick look only.) The pass also
     refuses what the per-run checks cannot see: a row whose run id is not spelled as the ledger
     writes it, a stored event of a checked run that those checks did not read, and a run with
     more (or fewer) rows than they read. Memory stays bounded apart from `recomputed`: the
@@ -398,20 +416,24 @@ def check_checkpoints(
     roots: dict[int, bytes] = {}
     compact = _CompactRange()
     events = 0
-    leaves = _Leaves(log, recomputed)
+    leaves = _Leaves(log, recomputed, whole=recomputed is not None and not complete)
     unreadable: LogProblem | None = None
     pending = iter(sizes)
     wanted = next(pending, None)
     while wanted == 0:
         roots[0] = compact.root()
         wanted = next(pending, None)
-    for head in log.heads():
+    whole = recomputed is not None and not complete
+    stream: Iterator[Head | Row] = log.rows() if whole else log.heads(after=FIRST_ID)
+    for head in stream:
         events += 1
         leaf = leaves.recomputed(head)
         if wanted is None or unreadable is not None:
             continue
         try:
-            compact.append(leaf if leaf is not None else log._leaves([head])[0])
+            if leaf is None:  # the hash as stored: a run whose content was not checked
+                leaf = log._leaves([(head[0], head[1], head[2], head[3])])[0]
+            compact.append(leaf)
         except TransparencyLogError as e:
             unreadable = LogProblem("re-chained", e.detail, e.run_id, e.position)
             continue
@@ -419,6 +441,13 @@ def check_checkpoints(
             roots[wanted] = compact.root()
             wanted = next(pending, None)
     found = damaged + leaves.finish()
+    stored_rows = log.tables.count_rows()
+    if stored_rows != events:
+        detail = (
+            f"the events table holds {stored_rows} rows but {events} stand in the ledger-wide "
+            "order: rows at ids the ledger never assigns are hidden from the log"
+        )
+        found.append(LogProblem("re-chained", detail))
     for result in results:
         result.events = events
         result.problems += found
@@ -460,15 +489,20 @@ class _Leaves:
     """
 
     def __init__(
-        self, log: TransparencyLog, recomputed: Mapping[str, Mapping[int, bytes]] | None
+        self,
+        log: TransparencyLog,
+        recomputed: Mapping[str, Mapping[int, bytes]] | None,
+        *,
+        whole: bool = False,
     ) -> None:
         self._log = log
         self._recomputed = recomputed or {}
+        self._whole = whole  # rows come whole: recompute the unchecked runs' from content
         self._names = _RunNames()
         self._rows: dict[str, int] = {}
         self.problems: list[LogProblem] = []
 
-    def recomputed(self, head: Head) -> bytes | None:
+    def recomputed(self, head: Head | Row) -> bytes | None:
         """The leaf from the event's recomputed hash; None where only the stored one is known."""
         run_id = self._names.canonical(head[2])
         if run_id is None:
@@ -480,12 +514,24 @@ class _Leaves:
             return None
         positions = self._recomputed.get(run_id)
         if positions is None:
-            return None
+            return self._from_content(run_id, head) if self._whole else None
         self._rows[run_id] = self._rows.get(run_id, 0) + 1
         digest = positions.get(head[3])
         if digest is None:
             detail = "a stored event of this run that its chain check did not read"
             self.problems.append(LogProblem("re-chained", detail, run_id, head[3]))
+            return None
+        return hashlib.sha256(b"\x00" + digest).digest()
+
+    def _from_content(self, run_id: str, row: Head | Row) -> bytes | None:
+        """A whole row's leaf from its own content (its run's chain was not checked)."""
+        if len(row) < 5:
+            return None
+        try:
+            record = RecordedEvent.from_state(run_id, row[3], str(row[4]), row[1])
+            digest = bytes.fromhex(envelope_hash(record.envelope()))
+        except (CorruptEventError, InvalidPayloadError) as e:
+            self.problems.append(LogProblem("re-chained", str(e), run_id, row[3]))
             return None
         return hashlib.sha256(b"\x00" + digest).digest()
 

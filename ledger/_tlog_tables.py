@@ -49,6 +49,7 @@ __all__ = [
     "LogTables",
     "MemoryLogTables",
     "PostgresLogTables",
+    "Row",
     "SQLiteLogTables",
     "log_tables",
     "pack_events",
@@ -109,6 +110,14 @@ class LogTables(Protocol):
         """(run id, position) of each leaf of the batch that starts at `first_leaf`."""
         ...
 
+    def rows(self, after_nid: int, limit: int) -> list[Row]:
+        """Whole rows after `after_nid`: (notification id, state, run key, position, kind)."""
+        ...
+
+    def count_rows(self) -> int:
+        """How many rows the events table holds, whatever their ids."""
+        ...
+
     def batches(self) -> list[LogBatch]:
         """Every integration batch, in leaf order."""
         ...
@@ -141,6 +150,10 @@ class LogTables(Protocol):
 _ZSTD = zstandard.ZstdCompressor(level=1)
 Head = tuple[int, bytes, str, int]
 """(notification id, state head, run key, position)."""
+Row = tuple[int, bytes, str, int, str]
+"""(notification id, whole stored state, run key, position, kind)."""
+FIRST_ID = -(2**63)
+"""Read "after" this to read every row: ids the ledger never assigns (zero, negative) included."""
 
 
 def pack_events(heads: Sequence[Head]) -> bytes:
@@ -268,6 +281,26 @@ class SQLiteLogTables:
             rows: list[Head] = cursor.fetchall()
             cursor.close()
             return rows
+
+    def rows(self, after_nid: int, limit: int) -> list[Row]:
+        """Whole rows after `after_nid`, in rowid order."""
+        with self._datastore.get_connection(commit=False) as connection:
+            cursor = connection.raw.cursor()
+            cursor.row_factory = None
+            cursor.execute(
+                "SELECT rowid, state, originator_id, originator_version, topic "
+                f"FROM {self._events} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after_nid, limit),
+            )
+            rows = [(r[0], bytes(r[1] or b""), str(r[2]), r[3], str(r[4])) for r in cursor]
+            cursor.close()
+            return rows
+
+    def count_rows(self) -> int:
+        """Rows in the events table."""
+        with self._datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT count(*) FROM {self._events}")
+            return int(c.fetchone()[0])
 
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of a batch."""
@@ -413,6 +446,30 @@ class PostgresLogTables:
             for r in rows
         ]
 
+    def rows(self, after_nid: int, limit: int) -> list[Row]:
+        """Whole rows after `after_nid`, in notification id order."""
+        found = self._rows(
+            SQL(
+                "SELECT notification_id, state, originator_id::text AS run, originator_version, "
+                "topic FROM {} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            ).format(self._events),
+            (after_nid, limit),
+        )
+        return [
+            (
+                r["notification_id"],
+                bytes(r["state"] or b""),
+                r["run"],
+                r["originator_version"],
+                str(r["topic"]),
+            )
+            for r in found
+        ]
+
+    def count_rows(self) -> int:
+        """Rows in the events table."""
+        return int(self._rows(SQL("SELECT count(*) AS n FROM {}").format(self._events))[0]["n"])
+
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of a batch."""
         rows = self._rows(
@@ -525,10 +582,11 @@ class MemoryLogTables:
     def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
         """Events after `after_nid`, in list order."""
         with self._lock:
-            stored = self._recorder._stored_events[after_nid : after_nid + limit]
+            start = max(after_nid, 0)
+            stored = self._recorder._stored_events[start : start + limit]
             return [
                 LogEntry(
-                    after_nid + i + 1,
+                    start + i + 1,
                     str(UUID(str(s.originator_id))),
                     s.originator_version,
                     bytes(s.state[:33] if s.state[:1] == b"\x02" else s.state),
@@ -539,6 +597,27 @@ class MemoryLogTables:
     def heads(self, after_nid: int, limit: int) -> list[Head]:
         """Heads after `after_nid`."""
         return [(e.nid, e.state, e.run_id, e.position) for e in self.entries(after_nid, limit)]
+
+    def rows(self, after_nid: int, limit: int) -> list[Row]:
+        """Whole rows after `after_nid`, in list order."""
+        start = max(after_nid, 0)
+        with self._lock:
+            stored = self._recorder._stored_events[start : start + limit]
+            return [
+                (
+                    start + i + 1,
+                    bytes(s.state),
+                    str(UUID(str(s.originator_id))),
+                    s.originator_version,
+                    s.topic,
+                )
+                for i, s in enumerate(stored)
+            ]
+
+    def count_rows(self) -> int:
+        """Events held."""
+        with self._lock:
+            return len(self._recorder._stored_events)
 
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of a batch."""

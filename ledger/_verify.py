@@ -58,9 +58,11 @@ Reason = Literal[
     "index mismatch",
     "index row missing",
     "run missing",
+    "position repeated",
 ]
-"""Why a run is broken. The last three concern the runs index: a field (or the tags) of a run's
-row disagrees with its events; a run has events but no row; a row lists a run with no events."""
+"""Why a run is broken. "index mismatch", "index row missing" and "run missing" concern the runs
+index: a field (or the tags) of a run's row disagrees with its events; a run has events but no
+row; a row lists a run with no events. "position repeated": two stored rows claim one position."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,14 @@ class _Chain:
     checked_prev: str = GENESIS
     resync: bool = False
     recomputed: dict[int, bytes] | None = None
+    last: int = 0
+
+    def _repeated(self, position: int, problems: list[Problem]) -> None:
+        """A position not above the previous row's: the run holds two rows for one event."""
+        if position <= self.last:
+            detail = f"a row at position {position} follows one at position {self.last}"
+            problems.append(Problem(self.run_id, position, "position repeated", detail))
+        self.last = max(self.last, position)
 
     def _gap(self, position: int, problems: list[Problem]) -> bool:
         if position <= self.expected:
@@ -228,6 +238,7 @@ class _Chain:
 
     def skip(self, position: int, reason: str, problems: list[Problem]) -> None:
         """An event whose stored bytes do not decode: reported; the next link is not checked."""
+        self._repeated(position, problems)
         self._gap(position, problems)
         detail = f"the stored event cannot be read: {reason}"
         problems.append(Problem(self.run_id, position, "payload altered", detail))
@@ -239,6 +250,7 @@ class _Chain:
     def check(self, record: RecordedEvent, problems: list[Problem]) -> None:
         """Recompute `record`'s hash and check it against its stored hash and its link."""
         run_id = self.run_id
+        self._repeated(record.position, problems)
         try:
             recomputed = envelope_hash(record.envelope())
         except InvalidPayloadError as e:

@@ -14,6 +14,7 @@ import base64
 import json
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -532,3 +533,80 @@ def test_an_export_file_whose_last_proofs_were_stripped_is_not_intact(operated: 
     out = operated.capsys.readouterr().out
     assert status == 0, out
     assert f"positions {min(stripped)}..{max(stripped)}) are not covered" in out
+
+
+def test_a_second_row_at_a_covered_position_outside_the_order_is_caught(
+    operated: Operated,
+) -> None:
+    """Drop the key, add a forged row at position 11 with an id the ledger never assigns."""
+    with Ledger.open(operated.url) as ledger:
+        records = ledger.events(operated.run_id)
+    answer = next(r for r in records if r.kind == "SynthesisProduced")
+    db = operated.db
+    db.drop_triggers()
+    if operated.kind == "sqlite":
+        db.execute("ALTER TABLE agentledger_events RENAME TO old_events")
+        db.execute(
+            "CREATE TABLE agentledger_events (originator_id TEXT, originator_version INTEGER, "
+            "topic TEXT, state BLOB)"
+        )
+        db.execute(
+            "INSERT INTO agentledger_events (rowid, originator_id, originator_version, "
+            "topic, state) SELECT rowid, * FROM old_events"
+        )
+        db.execute("DROP TABLE old_events")
+    else:
+        db.execute("ALTER TABLE agentledger_events DROP CONSTRAINT agentledger_events_pkey")
+    envelope = answer.envelope()
+    envelope["payload"] = dict(envelope["payload"]) | {"answer": "No: storm warning."}
+    digest = envelope_hash({k: v for k, v in envelope.items() if k != "hash"})
+    state = b"\x01" + _pack(
+        canonical_json(
+            {
+                "hash": digest,
+                "id": answer.event_id,
+                "payload": envelope["payload"],
+                "prev": answer.prev,
+                "ts": answer.timestamp,
+                "v": answer.version,
+            }
+        )
+    )
+    id_column = "rowid" if operated.kind == "sqlite" else "notification_id"
+    db.execute(
+        f"INSERT INTO agentledger_events ({id_column}, originator_id, originator_version, "
+        "topic, state) VALUES (-1, ?, ?, ?, ?)",
+        [db.originator(operated.run_id), answer.position, answer.kind, state],
+    )
+    status, out = operated.verify()
+    assert status == 1, out
+    assert f"run {operated.run_id} position {answer.position}: position repeated" in out
+
+
+def test_one_run_checked_against_a_checkpoint_recomputes_every_other_row(
+    operated: Operated,
+) -> None:
+    """Move the run's tail under another run id: checking that one run still sees it."""
+    with Ledger.open(operated.url) as ledger:
+        records = ledger.events(operated.run_id)
+    answer = next(r for r in records if r.kind == "SynthesisProduced")
+    keep = records[answer.position - 2]
+    elsewhere = "0123456789abcdef0123456789abcdef"
+    operated.db.drop_triggers()
+    operated.db.execute(
+        "UPDATE agentledger_events SET originator_id = ? WHERE originator_id = ? "
+        "AND originator_version >= ?",
+        [
+            elsewhere if operated.kind == "sqlite" else str(uuid.UUID(elsewhere)),
+            operated.db.originator(operated.run_id),
+            answer.position,
+        ],
+    )
+    operated.db.execute(
+        "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = 'running', "
+        "ended_at = NULL WHERE run_id = ?",
+        [keep.position, keep.hash, operated.run_id],
+    )
+    status, out = operated.verify(operated.run_id)
+    assert status == 1, out
+    assert "re-chained" in out

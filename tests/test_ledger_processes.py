@@ -94,7 +94,13 @@ def test_two_processes_record_into_one_sqlite_file_at_once(
     workers = [spawn("record", sqlite_url, str(barrier), name) for name in names]
     try:
         for name in names:
-            wait_for(barrier / f"{name}.ready", TIMEOUT_S)
+            try:
+                wait_for(barrier / f"{name}.ready", TIMEOUT_S)
+            except TimeoutError:
+                for worker in workers:
+                    worker.kill()
+                said = [worker.communicate()[1] for worker in workers]
+                raise AssertionError(f"a worker never got ready; they said: {said}") from None
         (barrier / "go").touch()
         outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
     finally:
