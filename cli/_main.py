@@ -13,6 +13,7 @@ from agentledger.cli import (
     _ledger_commands,
     _projection_commands,
     _replay_commands,
+    _report,
     _run_command,
     _state_command,
     _trust_commands,
@@ -32,6 +33,7 @@ COMMAND_MODULES: tuple[Registrar, ...] = (
     _projection_commands.register,
     _diff_command.register,
     _trust_commands.register,
+    _report.register,
 )
 
 

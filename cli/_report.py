@@ -1,0 +1,130 @@
+"""`agentledger report RUN [-o FILE] [--checkpoint FILE --vkey KEY]`: one HTML page for auditors.
+
+Reads the run, resolves every blob its events refer to, verifies its chain (and, when given,
+the ledger against a signed checkpoint), folds its world state, and hands all of it to
+`render_report`. Writes the page to FILE (or stdout). Must not append events or write
+snapshots: a report reads the ledger only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._report_html import ReportData, render_report
+from agentledger.cli._trust_commands import verifier_keys
+from agentledger.ledger import Ledger, LedgerError, blob_refs_in
+from agentledger.projections import ProjectionError, world_state
+
+__all__ = ["build_report", "register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the report command."""
+    p = sub.add_parser(
+        "report", help="one self-contained HTML page of a run for auditors (works offline)"
+    )
+    p.add_argument("run", help="run id or a unique prefix")
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="FILE|DIR",
+        help="also show the verdict against this signed checkpoint (repeatable; needs --vkey)",
+    )
+    p.add_argument(
+        "--vkey",
+        action="append",
+        default=[],
+        metavar="KEY|FILE",
+        help="the verifier key that signs the checkpoints",
+    )
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the page; exit 1 when the run (or the checkpoint check) is broken, as `verify`."""
+    if args.checkpoint and not args.vkey:
+        raise CliError("report --checkpoint needs --vkey: the verifier key that signs it")
+    keys = verifier_keys(args.vkey)
+    with open_ledger(args) as ledger:
+        run_id = resolve_run(ledger, args.run)
+        data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
+    page = render_report(data)
+    if args.output:
+        try:
+            Path(args.output).write_text(page, encoding="utf-8")
+        except OSError as e:
+            raise CliError(f"cannot write {args.output!r}: {e}") from None
+        print(f"wrote {args.output} ({len(page.encode())} bytes)", file=sys.stderr)
+    else:
+        sys.stdout.write(page)
+    intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
+    return 0 if intact else 1
+
+
+def _resolve(ledger: Ledger, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The blobs an event refers to (a model call's as ``messages``/``response``/``tools``)."""
+    found: dict[str, Any] = {}
+    if kind == "ModelCalled":
+        found["messages"] = _read(lambda: ledger.conversation(payload["messages_ref"]))
+        if payload.get("response_ref"):
+            response = _read(lambda: ledger.blob(payload["response_ref"]))
+            found["response"] = (
+                response.get("message", response) if isinstance(response, dict) else response
+            )
+        if payload.get("tools_ref"):
+            found["tools"] = _read(lambda: ledger.blob(payload["tools_ref"]))
+    else:
+        for ref in blob_refs_in(payload):
+            found[ref] = _read(partial(ledger.blob, ref))
+    return found
+
+
+def _read(load: Callable[[], Any]) -> Any:
+    """A blob's content, or a note saying why it could not be read (verify names it too)."""
+    try:
+        return load()
+    except LedgerError as e:
+        return f"(blob unreadable: {type(e).__name__}: {e})"
+
+
+def build_report(
+    ledger: Ledger,
+    run_id: str,
+    *,
+    checkpoints: list[str] | None = None,
+    verifier_keys: list[str] | None = None,
+) -> ReportData:
+    """Read what the page of `run_id` shows: events, resolved blobs, verdicts, final state."""
+    events = ledger.events(run_id)
+    resolved: dict[int, dict[str, Any]] = {}
+    for record in events:
+        found = _resolve(ledger, record.kind, record.payload)
+        if found:
+            resolved[record.position] = found
+    verdict = ledger.verify(run_id)
+    checkpoint = None
+    if checkpoints:
+        checkpoint = ledger.verify(
+            run_id, checkpoint=checkpoints, verifier_keys=verifier_keys or []
+        )
+    try:
+        state = world_state(ledger, run_id)
+    except ProjectionError as e:
+        raise CliError(f"cannot fold the world state: {type(e).__name__}: {e}") from e
+    return ReportData(
+        run=ledger.run(run_id),
+        events=events,
+        resolved=resolved,
+        verify=verdict,
+        final_state=state,
+        checkpoint=checkpoint,
+        checkpoint_files=list(checkpoints or []),
+    )

@@ -1,0 +1,130 @@
+"""The inline stylesheet and script of `agentledger report`, and the page's security policy.
+
+Owns only constant text. The script must fetch nothing: it reads the patches embedded in the
+page (``<script type="application/json" id="al-deltas">``), folds them as RFC 7386 merge
+patches (keeping a snapshot every `SNAPSHOT_EVERY` deltas, so a slider move folds at most that
+many), and shows the state after the chosen position. Everything it shows is set with
+``textContent``, never parsed as HTML.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CSP", "SCRIPT", "SNAPSHOT_EVERY", "STYLE"]
+
+SNAPSHOT_EVERY = 64
+
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "img-src 'none'; font-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;
+color:#1b1b1b;background:#fff}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.2em;margin:1.2em 0 .4em;
+border-bottom:1px solid #ccc}
+table.kv th{text-align:left;padding-right:1em;vertical-align:top;white-space:nowrap}
+table.kv td{word-break:break-all}
+pre{background:#f5f5f5;padding:.4em .6em;margin:.2em 0;white-space:pre-wrap;
+word-break:break-word;max-height:40em;overflow:auto}
+.verdict{padding:.6em 1em;border-radius:4px;font-weight:600}
+.ok{background:#e3f6e3;border:1px solid #2e7d32}
+.broken{background:#fde4e4;border:1px solid #c62828}
+.neutral{background:#eef;border:1px solid #99c}
+details.step{border-left:3px solid #90a4ae;margin:.3em 0 .3em .2em;padding-left:.8em}
+details.step>summary{cursor:pointer;font-weight:600}
+.st-failed>summary{color:#c62828}
+.ev{border:1px solid #ddd;border-radius:4px;margin:.35em 0;padding:.3em .6em}
+.ev .head{font-family:ui-monospace,monospace;font-size:.92em}
+.ev .kind{font-weight:700}
+.k-PolicyDecided{background:#fff8e1;border-color:#f9a825}
+.k-GuardrailTripped{background:#ffebee;border-color:#c62828;border-width:2px}
+.k-RunFailed{background:#ffebee;border-color:#c62828}
+.k-SynthesisProduced{background:#e8f5e9;border-color:#2e7d32}
+.msg{margin:.2em 0 .2em 1em}.role{font-weight:600}
+.evid{background:#c8e6c9;padding:0 .2em;border-radius:2px}
+.missing{background:#ffcdd2}
+:target{outline:3px solid #1565c0}
+#world-state{max-height:30em}
+#al-slider{width:70%;vertical-align:middle}
+.al-js{display:none}
+.stbtn{display:none;font-size:.8em;margin-left:.6em}
+"""
+
+SCRIPT = r"""
+(function(){
+"use strict";
+var data=JSON.parse(document.getElementById("al-deltas").textContent);
+var deltas=data.deltas, every=data.every, last=data.last;
+function isObj(v){return v!==null&&typeof v==="object"&&!Array.isArray(v);}
+function copy(v){return JSON.parse(JSON.stringify(v));}
+function merge(target,patch){
+  if(!isObj(patch)){return copy(patch);}
+  var out=isObj(target)?target:{};
+  Object.keys(patch).forEach(function(k){
+    if(patch[k]===null){delete out[k];}else{out[k]=merge(out[k],patch[k]);}
+  });
+  return out;
+}
+function sorted(v){
+  if(Array.isArray(v)){return v.map(sorted);}
+  if(isObj(v)){var o={};Object.keys(v).sort().forEach(function(k){o[k]=sorted(v[k]);});return o;}
+  return v;
+}
+var snaps=[{}];
+function stateAfter(pos){
+  var n=0;while(n<deltas.length&&deltas[n][0]<=pos){n++;}
+  var s=Math.floor(n/every);
+  while(snaps.length<=s){
+    var i=snaps.length, st=copy(snaps[i-1]);
+    for(var j=(i-1)*every;j<i*every;j++){st=merge(st,deltas[j][1]);}
+    snaps.push(st);
+  }
+  var state=copy(snaps[s]);
+  for(var k=s*every;k<n;k++){state=merge(state,deltas[k][1]);}
+  return {state:state,count:n};
+}
+var slider=document.getElementById("al-slider");
+var label=document.getElementById("al-pos");
+var out=document.getElementById("world-state");
+var patchOut=document.getElementById("al-patch");
+function show(pos){
+  pos=Math.max(0,Math.min(last,pos|0));
+  slider.value=pos;
+  var r=stateAfter(pos);
+  out.textContent=JSON.stringify(sorted(r.state),null,2);
+  out.setAttribute("data-position",String(pos));
+  label.textContent="after position "+pos+" ("+r.count+" of "+deltas.length+" deltas applied)";
+  var here=null;
+  for(var i=0;i<deltas.length;i++){if(deltas[i][0]===pos){here=deltas[i][1];}}
+  patchOut.textContent=here===null?"(no DeltaApplied at this position)":
+    JSON.stringify(sorted(here),null,2);
+}
+Array.prototype.forEach.call(document.querySelectorAll(".al-js"),function(el){
+  el.style.display="block";
+});
+Array.prototype.forEach.call(document.querySelectorAll(".al-nojs"),function(el){
+  el.style.display="none";
+});
+slider.addEventListener("input",function(){show(parseInt(slider.value,10));});
+document.getElementById("al-prev").addEventListener("click",function(){
+  show(parseInt(slider.value,10)-1);});
+document.getElementById("al-next").addEventListener("click",function(){
+  show(parseInt(slider.value,10)+1);});
+Array.prototype.forEach.call(document.querySelectorAll("button.stbtn"),function(b){
+  b.style.display="inline";
+  b.addEventListener("click",function(){
+    show(parseInt(b.getAttribute("data-pos"),10));
+    document.getElementById("al-world").scrollIntoView();
+  });
+});
+function setAll(open){
+  Array.prototype.forEach.call(document.querySelectorAll("details.step"),function(d){
+    d.open=open;});
+}
+document.getElementById("al-expand").addEventListener("click",function(){setAll(true);});
+document.getElementById("al-collapse").addEventListener("click",function(){setAll(false);});
+var m=/^#state-(\d+)$/.exec(location.hash);
+show(m?parseInt(m[1],10):last);
+})();
+"""

@@ -1,0 +1,128 @@
+"""``agentledger report`` pages opened in a real browser: Debian's headless Chromium.
+
+The page is written to a file and opened with ``file://``, with the network-related background
+services off. ``--dump-dom`` prints the DOM after the page's script ran, so the world-state
+viewer can be checked against `world_state`; ``--screenshot`` shows the page is drawn at all.
+Skipped, with the reason, where no ``chromium`` is installed (``.ci/run`` installs it as root).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from agentledger.cli._report import build_report
+from agentledger.cli._report_html import render_report
+from agentledger.ledger import Ledger
+from agentledger.projections import world_state
+
+GOLDEN = Path(__file__).parent / "golden"
+CHROMIUM = shutil.which("chromium")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (apt-get install -y chromium; .ci/run does this as root)",
+    ),
+]
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run headless Chromium with a throwaway profile and no background network services."""
+    assert CHROMIUM is not None
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, timeout=120, check=True)
+
+
+def written_report(tmp_path: Path, name: str) -> tuple[Ledger, str, Path]:
+    """A golden run imported into a memory ledger, and its page written to a file."""
+    ledger = Ledger.open("memory://")
+    run_id = ledger.import_file(GOLDEN / name)
+    path = tmp_path / "report.html"
+    path.write_text(render_report(build_report(ledger, run_id)), encoding="utf-8")
+    return ledger, run_id, path
+
+
+def shown_state(dom: str) -> tuple[int, object]:
+    """The position and state the viewer shows in a dumped DOM."""
+    found = re.search(r'<pre id="world-state" data-position="(\d+)">(.*?)</pre>', dom, re.S)
+    assert found is not None, dom[:2000]
+    return int(found.group(1)), json.loads(html.unescape(found.group(2)))
+
+
+def test_the_viewer_folds_the_patches_to_the_state_at_a_position(tmp_path: Path) -> None:
+    """Opened at ``#state-N``, the script shows the state after N, equal to `world_state`."""
+    ledger, run_id, path = written_report(tmp_path, "pipeline.jsonl")
+    deltas = [e.position for e in ledger.events(run_id) if e.kind == "DeltaApplied"]
+    middle = deltas[len(deltas) // 2]
+    dom = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#state-{middle}").stdout.decode()
+    assert shown_state(dom) == (middle, world_state(ledger, run_id, middle))
+    assert f"after position {middle} (" in dom
+    last = ledger.run(run_id).event_count
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
+    assert shown_state(dom) == (last, world_state(ledger, run_id))
+
+
+def test_the_viewer_handles_deltas_that_delete_keys(tmp_path: Path) -> None:
+    """Merge-patch nulls delete keys in the browser's fold too (across snapshot boundaries)."""
+    ledger = Ledger.open("memory://")
+    with ledger.record_run("grow") as run:
+        for index in range(150):
+            run.delta({f"k{index}": index, f"k{index - 1}": None, "nested": {"n": index}})
+    path = tmp_path / "report.html"
+    path.write_text(render_report(build_report(ledger, run.run_id)), encoding="utf-8")
+    for at in (1, 70, 140):
+        dom = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#state-{at}").stdout.decode()
+        assert shown_state(dom) == (at, world_state(ledger, run.run_id, at))
+
+
+def test_a_screenshot_of_the_page_is_not_blank(tmp_path: Path) -> None:
+    """The drawn page has content: its PNG rows differ from one another and from white."""
+    _, _, path = written_report(tmp_path, "reasoning.jsonl")
+    png = tmp_path / "shot.png"
+    chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2000", path.as_uri())
+    width, height, changing = png_row_changes(png.read_bytes())
+    assert (width, height) == (1280, 2000)
+    assert changing > 0.01
+
+
+def png_row_changes(data: bytes) -> tuple[int, int, float]:
+    """Width, height and the share of non-zero bytes of a PNG's filtered scanlines.
+
+    Chromium filters rows (Sub, Up, ...), so a blank page's rows are almost all zero bytes; a
+    page with text and colour has many more that are not.
+    """
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, chunks, width, height = 8, [], 0, 0
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
+        body = data[offset + 8 : offset + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            chunks.append(body)
+        offset += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    nonzero = len(raw) - raw.count(0)
+    return width, height, nonzero / len(raw)
