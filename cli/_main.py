@@ -24,6 +24,8 @@ from agentledger.ledger import LedgerError
 
 __all__ = ["build_parser", "main"]
 
+ENV_DB = "AGENTLEDGER_DB"
+
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 COMMAND_MODULES: tuple[Registrar, ...] = (
     _ledger_commands.register,
@@ -67,7 +69,7 @@ def _version() -> str:
 
 
 def ledger_url(db: str | None) -> str | None:
-    """--db as a URL: a bare path is a SQLite file; an empty value is refused."""
+    """--db (or $AGENTLEDGER_DB) as a URL: a bare path is a SQLite file; "" is refused."""
     if db is None:
         return None
     if not db.strip():
@@ -81,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        args.db = ledger_url(args.db)
+        args.db = ledger_url(args.db if args.db is not None else os.environ.get(ENV_DB) or None)
         status: int = args.func(args)
     except CliError as e:
         print(f"agentledger: {e}", file=sys.stderr)

@@ -280,6 +280,15 @@ def test_a_bare_path_is_a_sqlite_file(
     assert [r["run_id"] for r in json.loads(listed.out)] == demo.run_ids
 
 
+def test_a_bare_path_in_the_environment_is_a_sqlite_file(
+    cli: Cli, demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AGENTLEDGER_DB=ledger.db`` is read like ``--db ledger.db``."""
+    monkeypatch.chdir(demo.path.parent)
+    monkeypatch.setenv("AGENTLEDGER_DB", "ledger.db")
+    assert cli("verify").out.startswith("intact: 2 runs")
+
+
 def test_an_absolute_bare_path_is_a_sqlite_file(cli: Cli, demo: Demo) -> None:
     """``--db /abs/ledger.db`` works too."""
     assert cli("--db", str(demo.path), "verify").out.startswith("intact: 2 runs")
