@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import re
 import sys
 from typing import NoReturn
 
-from agentledger.ledger import EventLogger, Ledger, LedgerError, Limits
+from agentledger.ledger import Clock, EventLogger, Ledger, LedgerError, Limits
 
-__all__ = ["CliError", "open_ledger", "resolve_run"]
+__all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run"]
+
+TIME_FORMS = (
+    "an ISO 8601 time (2026-01-31T09:30:00+01:00, taken as UTC without an offset), "
+    "a date (2026-01-31) or an age (30m, 2h, 3d, 1w)"
+)
+_AGE = re.compile(r"(\d+)([mhdw])")
+_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 class CliError(Exception):
     """A user-facing error: printed as ``agentledger: <message>``, exit status 2."""
 
 
-def open_ledger(args: argparse.Namespace) -> Ledger:
+def open_ledger(
+    args: argparse.Namespace, *, create: bool = True, read_only: bool = False
+) -> Ledger:
     """Open the ledger named by --db / $AGENTLEDGER_DB (default ./agentledger.db).
 
-    A command with ``--max-payload-bytes`` / ``--max-depth`` options opens it with those
-    `Limits` (the defaults otherwise).
+    Commands that only read pass ``create=False`` (a missing SQLite file is an error, never
+    created) or ``read_only=True`` (also opened read-only, so a file the user cannot write
+    still reads). A command with ``--max-payload-bytes`` / ``--max-depth`` options opens it
+    with those `Limits` (the defaults otherwise).
     """
     log = EventLogger(json=args.log_json) if args.verbose else None
     caps = {
@@ -27,7 +40,39 @@ def open_ledger(args: argparse.Namespace) -> Ledger:
         for name in ("max_payload_bytes", "max_depth")
         if (value := getattr(args, name, None)) is not None
     }
-    return Ledger.open(args.db, log=log, limits=Limits(**caps))
+    return Ledger.open(args.db, log=log, limits=Limits(**caps), create=create, read_only=read_only)
+
+
+def parse_time(option: str, text: str | None, clock: Clock) -> str | None:
+    """`text` given to `option` (``--since``) as the ledger's UTC timestamp form, or None.
+
+    Accepts `TIME_FORMS`; an age counts back from `clock`. Timestamps are stored as
+    ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, so the result compares correctly as text.
+    """
+    if text is None:
+        return None
+    age = _AGE.fullmatch(text.strip())
+    try:
+        if age:
+            now = dt.datetime.fromisoformat(clock.now())
+            when = now - dt.timedelta(**{_AGE_UNITS[age.group(2)]: int(age.group(1))})
+        elif re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+            when = dt.datetime.combine(dt.date.fromisoformat(text.strip()), dt.time(), dt.UTC)
+        elif re.fullmatch(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", text.strip()):
+            when = dt.datetime.fromisoformat(text.strip())
+        else:
+            raise ValueError(text)
+    except (ValueError, OverflowError) as e:
+        raise CliError(f"{option} {text!r} is not a time: give {TIME_FORMS}") from e
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    utc = when.astimezone(dt.UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 run``, ``2 runs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def resolve_run(ledger: Ledger, text: str) -> str:

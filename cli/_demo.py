@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from importlib import resources
 
 from agentledger.agents import run_agent
 from agentledger.agents.testing import load_scenario
-from agentledger.cli._common import open_ledger
+from agentledger.cli._common import CliError, open_ledger, plural
 from agentledger.cli._format import timeline
 from agentledger.ledger import RecordedEvent
 
@@ -33,6 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the scenario, print what was recorded, verify it."""
+    bundled = scenario_names()
+    if args.scenario not in bundled:
+        raise CliError(f"no bundled scenario {args.scenario!r}: choose one of {', '.join(bundled)}")
     scenario = load_scenario(args.scenario)
     with open_ledger(args) as ledger:
         result = run_agent(
@@ -58,7 +62,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         report = ledger.verify(result.run_id)
         verdict = "intact" if report.ok else "BROKEN"
-        print(f"Verify: {verdict} ({report.events_checked} events, {report.blobs_checked} blobs)")
+        checked = (
+            f"{plural(report.events_checked, 'event')}, {plural(report.blobs_checked, 'blob')}"
+        )
+        print(f"Verify: {verdict} ({checked})")
         for problem in report.problems:
             print(f"  {problem}")
         short = result.run_id[:8]
@@ -67,6 +74,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"agentledger rerun {short}   agentledger verify"
         )
         return 0 if report.ok else 1
+
+
+def scenario_names() -> list[str]:
+    """The scenarios shipped with ``agentledger.agents`` (its ``*.json`` files), sorted."""
+    files = resources.files("agentledger.agents").iterdir()
+    return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
 
 
 def _deltas(records: Sequence[RecordedEvent]) -> int:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from agentledger.cli._common import CliError, describe, open_ledger, resolve_run
+from agentledger.cli._common import (
+    CliError,
+    describe,
+    open_ledger,
+    parse_time,
+    plural,
+    resolve_run,
+)
 from agentledger.cli._format import runs_table, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
 from agentledger.cli._trust_commands import (
@@ -27,12 +37,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--status", choices=["running", "completed", "failed"])
     p.add_argument("--agent")
     p.add_argument("--tag")
-    p.add_argument("--since", help="RFC 3339 time or date, e.g. 2026-01-31")
+    p.add_argument(
+        "--since", help="runs started at or after: 2026-01-31, 2026-01-31T09:00+01:00, 2h, 3d"
+    )
     p.add_argument("--model", help="runs configured with or calling this model (read model)")
     p.add_argument(
         "--prompt", metavar="NAME[=VERSION]", help="runs using this prompt version (read model)"
     )
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="most runs to list (default 50)")
+    p.add_argument("--all", action="store_true", help="list every run (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_runs)
 
@@ -75,21 +88,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --file: accept events after the last one the checkpoint proves (a run that "
         "went on after it), listing them",
     )
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
     p.add_argument("run")
-    p.add_argument("-o", "--output", required=True, help="file to write")
+    p.add_argument("-o", "--output", required=True, help="file to write (- for stdout)")
     p.add_argument(
         "--checkpoint",
         metavar="FILE",
         help="a signed checkpoint of this ledger: the file then carries it and an inclusion "
         "proof per event it covers, for `verify --file` offline",
     )
+    p.add_argument("--json", action="store_true", help="report path, run and lines as JSON")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="verify an export file and add its run")
-    p.add_argument("file")
+    p.add_argument("file", help="export file (- for stdin)")
+    p.add_argument("--json", action="store_true", help="print the run id as JSON")
     p.add_argument(
         "--max-payload-bytes",
         type=int,
@@ -116,17 +132,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List runs (from the SQL read model when filtering by model or prompt)."""
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit} (for every run: --all)")
+    limit = None if args.all else args.limit
     if args.model or args.prompt:
-        return runs_from_read_model(args)
-    with open_ledger(args) as ledger:
-        runs = ledger.runs(
-            status=args.status, agent=args.agent, tag=args.tag, since=args.since, limit=args.limit
-        )
-        if args.json:
-            print(json.dumps([vars(r) for r in runs], indent=2, default=list))
-        else:
-            print(runs_table(runs))
+        return runs_from_read_model(args, limit)
+    with open_ledger(args, read_only=True) as ledger:
+        since = parse_time("--since", args.since, ledger.clock)
+        found = ledger.runs(status=args.status, agent=args.agent, tag=args.tag, since=since)
+    runs = found if limit is None else found[:limit]
+    if args.json:
+        print(json.dumps([vars(r) for r in runs], indent=2, default=list))
+    else:
+        print(runs_table(runs))
+    note_truncated(len(runs), len(found))
     return 0
+
+
+def note_truncated(shown: int, total: int) -> None:
+    """Say on stderr when a listing stopped at --limit."""
+    if shown < total:
+        print(
+            f"showing {shown} of {plural(total, 'run')} (use --limit N or --all)", file=sys.stderr
+        )
 
 
 def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
@@ -155,7 +183,7 @@ def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Show a run."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         run_id = resolve_run(ledger, args.run)
         if args.json:
             print(json.dumps(resolved_events(ledger, run_id), indent=2, ensure_ascii=False))
@@ -176,23 +204,59 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.checkpoint and not args.vkey:
         raise CliError("verify --checkpoint needs --vkey: the verifier key that signs it")
     keys = verifier_keys(args.vkey)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, read_only=True) as ledger:
         run_id = resolve_run(ledger, args.run) if args.run else None
         report = ledger.verify(run_id, checkpoint=args.checkpoint or None, verifier_keys=keys)
         snapshots = verify_snapshots_deeply(ledger, run_id) if args.deep else None
+    deep_ok = snapshots is None or snapshots.ok
+    if args.json:
+        print(json.dumps(verify_json(report, snapshots), indent=2, ensure_ascii=False))
+        return 0 if report.ok and deep_ok else 1
     for problem in report.problems:
         print(f"BROKEN {problem}")
     for log_problem in report.log_problems:
         print(f"BROKEN {log_problem}")
     broken = len(report.broken_runs)
-    verdict = "intact" if report.ok else f"BROKEN ({broken} runs)" if broken else "BROKEN"
+    verdict = "intact" if report.ok else f"BROKEN ({plural(broken, 'run')})" if broken else "BROKEN"
     print(
-        f"{verdict}: {report.runs_checked} runs, {report.events_checked} events, "
-        f"{report.blobs_checked} blobs checked"
+        f"{verdict}: {plural(report.runs_checked, 'run')}, "
+        f"{plural(report.events_checked, 'event')}, {plural(report.blobs_checked, 'blob')} checked"
     )
     print_checkpoint_summary(report)
     deep_ok = print_snapshot_report(snapshots) if snapshots is not None else True
     return 0 if report.ok and deep_ok else 1
+
+
+def verify_json(report: VerifyReport, snapshots: SnapshotReport | None) -> dict[str, Any]:
+    """`verify --json`: the verdict, counts, problems and each checkpoint's findings."""
+    out: dict[str, Any] = {
+        "ok": report.ok and (snapshots is None or snapshots.ok),
+        "runs_checked": report.runs_checked,
+        "events_checked": report.events_checked,
+        "blobs_checked": report.blobs_checked,
+        "broken_runs": report.broken_runs,
+        "problems": [str(p) for p in report.problems],
+        "log_problems": [str(p) for p in report.log_problems],
+        "checkpoints": [
+            {
+                "origin": c.checkpoint.origin,
+                "size": c.checkpoint.size,
+                "ok": c.ok,
+                "events": c.events,
+                "not_covered": c.not_covered,
+                "problems": [str(p) for p in c.problems],
+            }
+            for c in report.checkpoints
+        ],
+    }
+    if snapshots is not None:
+        out["snapshots"] = {
+            "ok": snapshots.ok,
+            "checked": snapshots.snapshots_checked,
+            "without_event_hash": snapshots.without_event_hash,
+            "problems": [str(p) for p in snapshots.problems],
+        }
+    return out
 
 
 def print_checkpoint_summary(report: VerifyReport) -> None:
@@ -207,13 +271,13 @@ def print_checkpoint_summary(report: VerifyReport) -> None:
     body = top.checkpoint
     uncovered = top.not_covered
     tail = (
-        f"; {uncovered} later events are not covered by any checkpoint yet"
+        f"; {plural(uncovered, 'later event')} not covered by any checkpoint yet"
         if uncovered
         else "; every event is covered"
     )
     print(
         f"checkpoints intact: {len(held)} of {len(report.checkpoints)} hold; the latest, "
-        f"{body.origin} at {body.size} events, is re-derived from the whole ledger's "
+        f"{body.origin} at {plural(body.size, 'event')}, is re-derived from the whole ledger's "
         f"events{tail}"
     )
 
@@ -232,7 +296,7 @@ def print_snapshot_report(report: SnapshotReport) -> bool:
         print(f"BROKEN {problem}")
     verdict = "snapshots intact" if report.ok else f"snapshots BROKEN ({len(report.problems)})"
     print(
-        f"{verdict}: {report.snapshots_checked} snapshots re-folded from the events "
+        f"{verdict}: {plural(report.snapshots_checked, 'snapshot')} re-folded from the events "
         f"({report.without_event_hash} written before snapshots carried an event hash)"
     )
     return report.ok
@@ -241,24 +305,49 @@ def print_snapshot_report(report: SnapshotReport) -> bool:
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run."""
     note = read_checkpoint_file(args.checkpoint) if args.checkpoint else None
-    with open_ledger(args) as ledger:
+    to_stdout = args.output == "-"
+    if to_stdout and args.json:
+        raise CliError("export --json reports on stdout: give -o FILE, not -o -")
+    if not to_stdout:
+        directory = Path(args.output).parent
+        if not directory.is_dir():
+            raise CliError(
+                f"cannot write {args.output}: directory {str(directory)!r} does not exist"
+            )
+    with open_ledger(args, read_only=True) as ledger, tempfile.TemporaryDirectory() as scratch:
         run_id = resolve_run(ledger, args.run)
-        lines = ledger.export_run(run_id, args.output, checkpoint=note)
-    print(f"wrote {args.output}: run {run_id}, {lines} lines", file=sys.stderr)
+        target = Path(scratch, "export.jsonl") if to_stdout else Path(args.output)
+        lines = ledger.export_run(run_id, target, checkpoint=note)
+        if to_stdout:
+            with target.open("rb") as exported:
+                sys.stdout.flush()
+                shutil.copyfileobj(exported, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+    path = "-" if to_stdout else args.output
+    if args.json:
+        print(json.dumps({"path": path, "run_id": run_id, "lines": lines}))
+    else:
+        where = "stdout" if to_stdout else path
+        print(f"wrote {where}: run {run_id}, {plural(lines, 'line')}", file=sys.stderr)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import an export file (refused whole, naming its lines, if any line is wrong)."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args) as ledger, tempfile.TemporaryDirectory() as scratch:
+        source = Path(args.file)
+        if args.file == "-":
+            source = Path(scratch, "stdin.jsonl")
+            with source.open("wb") as copy:
+                shutil.copyfileobj(sys.stdin.buffer, copy)
         try:
-            run_id = ledger.import_file(args.file)
+            run_id = ledger.import_file(source)
         except ImportRefusedError as e:
             if e.limit is None:
                 raise
             option = "--" + e.limit.replace("_", "-")
             raise CliError(f"{describe(e)} (to accept it, raise the limit: {option} N)") from e
-    print(run_id)
+    print(json.dumps({"run_id": run_id}) if args.json else run_id)
     return 0
 
 

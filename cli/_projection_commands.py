@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from agentledger.cli._common import CliError, open_ledger
+from agentledger.cli._common import CliError, open_ledger, parse_time, plural
 from agentledger.cli._format import runs_table
 from agentledger.ledger import RunInfo
 from agentledger.projections import (
@@ -67,7 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "stats", help="tokens, cost, latency and tool error rate by model and prompt version"
     )
     p.add_argument("--by", choices=sorted(_BY), default="both", help="group by (default: both)")
-    p.add_argument("--since", help="only runs started at or after this RFC 3339 time or date")
+    p.add_argument(
+        "--since", help="only runs started at or after: 2026-01-31, 2026-01-31T09:00+01:00, 2h, 3d"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_stats)
 
@@ -81,7 +83,7 @@ def _guarded(action: Callable[[], int]) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print where the read models stand."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         status = ReadModelProjector(ledger).status()
     if args.json:
         print(json.dumps(status.as_dict(), indent=2))
@@ -113,7 +115,7 @@ def cmd_catch_up(args: argparse.Namespace) -> int:
         )
         position = projector.position()
     _end_progress()
-    print(f"applied {applied} events; read models at notification {position}")
+    print(f"applied {plural(applied, 'event')}; read models at notification {position}")
     return 0
 
 
@@ -126,7 +128,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     _end_progress()
     rows = sum(status.rows.values())
     print(
-        f"rebuilt read models: {applied} events applied, {rows} rows, "
+        f"rebuilt read models: {plural(applied, 'event')} applied, {plural(rows, 'row')}, "
         f"position {status.position}, lag {status.lag}"
     )
     return 0
@@ -139,7 +141,7 @@ def _end_progress() -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Compare the read models with a rebuild from the events; exit 1 if they differ."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         report = _guarded_report(lambda: verify_read_models(ledger))
         url = ledger.url
     if args.json:
@@ -150,13 +152,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if report.note:
         print(f"note: {report.note}")
     where = (
-        f"{report.rows_checked} rows checked against a rebuild up to notification "
+        f"{plural(report.rows_checked, 'row')} checked against a rebuild up to notification "
         f"{report.position} of {report.max_notification_id} ({url})"
     )
     if report.ok:
         print(f"read models match the events: {where}")
     else:
-        print(f"read models DIFFER from the events: {len(report.differences)} rows; {where}")
+        print(
+            f"read models DIFFER from the events: {plural(len(report.differences), 'row')}; {where}"
+        )
     return 0 if report.ok else 1
 
 
@@ -170,9 +174,10 @@ def _guarded_report(action: Callable[[], ReadModelReport]) -> ReadModelReport:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print usage statistics (and, on stderr, that they come from unverified read models)."""
     group_by = _BY[args.by]
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
+        since = parse_time("--since", args.since, ledger.clock)
         projector = ReadModelProjector(ledger)
-        rows = projector.stats(group_by, since=args.since)
+        rows = projector.stats(group_by, since=since)
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=2))
     else:
@@ -222,10 +227,11 @@ def parse_prompt(text: str) -> tuple[str, str | None]:
     return name.strip(), version.strip() if sep else None
 
 
-def runs_from_read_model(args: argparse.Namespace) -> int:
+def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
     """The `runs` listing served by the read model (used for --model and --prompt)."""
     prompt = parse_prompt(args.prompt) if args.prompt else None
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
+        since = parse_time("--since", args.since, ledger.clock)
         projector = ReadModelProjector(ledger)
         rows = _guarded_rows(
             lambda: projector.runs(
@@ -234,8 +240,8 @@ def runs_from_read_model(args: argparse.Namespace) -> int:
                 model=args.model,
                 prompt=prompt,
                 tag=args.tag,
-                since=args.since,
-                limit=args.limit,
+                since=since,
+                limit=limit,
             )
         )
     if args.json:

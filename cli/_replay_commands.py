@@ -20,7 +20,7 @@ from typing import Any
 from agentledger.agents import AgentError, default_library
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
-from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._common import CliError, open_ledger, parse_time, plural, resolve_run
 from agentledger.cli._run_command import parse_model_specs, parse_prompt_versions
 from agentledger.ledger import Ledger, RunQuery
 from agentledger.replay import (
@@ -50,7 +50,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("rerun", help="re-evaluate runs with changed prompts, model or params")
     p.add_argument("run", nargs="?", help="run id or unique prefix")
     p.add_argument("--tag", help="select the completed runs with this tag")
-    p.add_argument("--since", help="select the completed runs started at or after this time")
+    p.add_argument(
+        "--since",
+        help="select the completed runs started at or after: 2026-01-31, "
+        "2026-01-31T09:00+01:00, 2h, 3d",
+    )
     p.add_argument(
         "--of-prompt",
         metavar="NAME=VERSION",
@@ -72,6 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="let effectful tools (send_message...) run again",
     )
     _library_option(p)
+    p.add_argument("--json", action="store_true", help="print the new runs and answers as JSON")
     p.set_defaults(func=cmd_rerun)
 
     p = sub.add_parser("resume", help="continue a run whose process died mid-way")
@@ -165,7 +170,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if bool(args.run) == bool(args.all):
         raise CliError("give a RUN or --all")
     library = _library(args)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         ids = ledger.run_ids() if args.all else [resolve_run(ledger, args.run)]
         progress = _progress("replay") if args.all and not args.json else None
         try:
@@ -178,7 +183,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for result in results:
             if result.identical:
                 state = "identical" if result.finished else "identical so far (run unfinished)"
-                print(f"{result.run_id}  {state}: {result.events} events")
+                print(f"{result.run_id}  {state}: {plural(result.events, 'event')}")
             else:
                 _print_divergence(result)
     return 0 if all(r.identical for r in results) else 1
@@ -205,7 +210,8 @@ def _selection(ledger: Ledger, args: argparse.Namespace) -> list[str]:
         return [resolve_run(ledger, args.run)]
     if not any(chosen):
         raise CliError("give a RUN or a selection: --tag TAG, --since TIME, --of-prompt NAME=V")
-    runs = ledger.runs(RunQuery(tag=args.tag, since=args.since, status="completed"))
+    since = parse_time("--since", args.since, ledger.clock)
+    runs = ledger.runs(RunQuery(tag=args.tag, since=since, status="completed"))
     ids = [r.run_id for r in reversed(runs) if r.parent_run_id is None]
     if args.of_prompt:
         name, sep, version = args.of_prompt.partition("=")
@@ -253,9 +259,12 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             )
         except (ReplayError, AgentError) as error:
             raise CliError(f"{type(error).__name__}: {error}") from None
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
     stopped = 0
     for result in results:
-        print(result.run_id)
+        if not args.json:
+            print(result.run_id)
         detail = (
             f"{result.served_model_calls} model calls served from the record, "
             f"{result.live_model_calls} live; {result.served_tool_calls} tool calls served, "

@@ -11,6 +11,7 @@ must not bypass ``run_agent`` (the policy gate runs before anything is recorded)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from agentledger.agents import (
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="prompt version for a role, e.g. planner=v2 (repeatable)",
     )
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
+    p.add_argument("--json", action="store_true", help="print run id, status and answer as JSON")
     p.set_defaults(func=cmd_run)
 
 
@@ -128,8 +130,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
         except AgentError as error:
             raise CliError(str(error)) from None
-    print(result.answer)
     usage = result.usage
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "run_id": result.run_id,
+                    "status": result.status,
+                    "answer": result.answer,
+                    "model_calls": usage.model_calls,
+                    "tool_calls": usage.tool_calls,
+                    "total_tokens": usage.total_tokens,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+        return 0
+    print(result.answer)
     print(
         f"run {result.run_id} {result.status}: {usage.model_calls} model calls, "
         f"{usage.tool_calls} tool calls, {usage.total_tokens} tokens",

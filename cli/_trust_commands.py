@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._common import CliError, open_ledger, plural, resolve_run
 from agentledger.ledger.signed_note import (
     NoteError,
     read_signer_key,
@@ -124,7 +124,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     """Print an inclusion proof."""
     note = read_checkpoint_file(args.checkpoint)
     keys = verifier_keys(args.vkey)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
         proof = ledger.prove(run_id, args.position, checkpoint=note, verifier_keys=keys)
     print(json.dumps(proof, indent=2, ensure_ascii=False))
@@ -166,14 +166,15 @@ def verify_file_command(args: argparse.Namespace) -> int:
     report = result.report
     late = result.not_covered
     tail = (
-        f"; {len(late)} later events (positions {late[0]}..{late[-1]}) are not covered"
+        f"; {plural(len(late), 'later event')} (positions {late[0]}..{late[-1]}) "
+        f"{'is' if len(late) == 1 else 'are'} not covered"
         if late
         else "; every event is covered"
     )
     print(
-        f"intact: {args.file}: {report.events_checked} events, {report.blobs_checked} blobs; "
-        f"{result.covered} events proven in {body.origin}'s signed checkpoint of "
-        f"{body.size} events{tail}"
+        f"intact: {args.file}: {plural(report.events_checked, 'event')}, "
+        f"{plural(report.blobs_checked, 'blob')}; {plural(result.covered, 'event')} proven in "
+        f"{body.origin}'s signed checkpoint of {plural(body.size, 'event')}{tail}"
     )
     if not result.ended:
         print(

@@ -90,15 +90,23 @@ class Ledger:
         ids: IdSource | None = None,
         log: EventLogger | None = None,
         limits: Limits | None = None,
+        create: bool = True,
+        read_only: bool = False,
     ) -> Ledger:
         """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``).
+
+        ``create=False`` refuses a SQLite file that does not exist (`StorageError`) instead of
+        creating it; ``read_only=True`` also opens it read-only (a file the process cannot
+        write, an auditor's copy): for commands that only read.
 
         `limits` caps the size and depth of every payload and blob written or imported (default
         `Limits()`: 16 MiB and 256 levels).
         """
         if limits is not None and not isinstance(limits, Limits):
             raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
-        store = open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL)
+        store = open_store(
+            url or os.environ.get(ENV_URL) or DEFAULT_URL, create=create, read_only=read_only
+        )
         return cls(store, clock=clock, ids=ids, log=log, limits=limits)
 
     @property

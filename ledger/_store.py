@@ -15,7 +15,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 from uuid import UUID
 
 from eventsourcing.persistence import EventStore, PersistenceError
@@ -108,8 +108,12 @@ class _CachingPool(SQLiteConnectionPool):
     (measured in bench/bench_ledger.py).
     """
 
+    read_only = False
+    """Set on a read-only pool: connect without the WAL switch, which would write the file."""
+
     def _create_connection(self) -> SQLiteConnection:
-        super()._create_connection()._close()  # it switches the file to WAL mode once
+        if not self.read_only:
+            super()._create_connection()._close()  # it switches the file to WAL mode once
         fresh = sqlite3.connect(
             database=self.db_name,
             uri=True,
@@ -125,10 +129,11 @@ class _CachingPool(SQLiteConnectionPool):
 class _Datastore(SQLiteDatastore):
     """eventsourcing's SQLite datastore using `_CachingPool`."""
 
-    def __init__(self, db_name: str, *, lock_timeout: int) -> None:
+    def __init__(self, db_name: str, *, lock_timeout: int, read_only: bool = False) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout)
         self.pool.close()
         self.pool = _CachingPool(db_name=db_name, lock_timeout=lock_timeout)
+        self.pool.read_only = read_only
 
 
 def redact_url(url: str) -> str:
@@ -140,21 +145,27 @@ def redact_url(url: str) -> str:
     return url
 
 
-def open_store(url: str) -> Store:
-    """Open (creating tables if needed) the store at `url`."""
+def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Store:
+    """Open (creating tables if needed) the store at `url`.
+
+    With ``create=False`` a missing SQLite file is refused (`StorageError` naming its path)
+    before anything connects, so a mistyped URL never leaves an empty database behind. With
+    ``read_only=True`` (implies ``create=False``) a SQLite file is opened ``mode=ro``: nothing
+    is written, not even the tables, so a read-only copy can still be read.
+    """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     mapper = EnvelopeMapper()
     if scheme == "memory":
         recorder = MemoryRecorder()
         return Store(url, "memory", recorder, EventStore(mapper, recorder), None, url)
     if scheme == "sqlite":
-        return _open_sqlite(url, mapper)
+        return _open_sqlite(url, mapper, create=create and not read_only, read_only=read_only)
     if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
         return _open_postgres(url, mapper)
     raise UnknownSchemeError(url)
 
 
-def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
+def _open_sqlite(url: str, mapper: EnvelopeMapper, *, create: bool, read_only: bool) -> Store:
     raw = unquote(url.split("://", 1)[1])
     if not raw.startswith("/") or raw == "/":
         raise StorageError(url, "expected sqlite:///relative/path.db or sqlite:////abs/path.db")
@@ -162,7 +173,13 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
     directory = path.parent if str(path.parent) else Path()
     if not directory.is_dir():
         raise StorageError(url, f"directory {str(directory)!r} does not exist")
-    if path.exists() and not os.access(path, os.W_OK):
+    if not create and not path.is_file():
+        raise StorageError(url, f"database file {str(path)!r} does not exist")
+    if read_only:
+        return _open_sqlite_read_only(url, mapper, path)
+    if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+        # the mode bits too: root may write anything, but a file marked read-only is an
+        # auditor's copy or a sealed ledger, not one to append to
         raise StorageError(url, f"database file {str(path)!r} is read-only")
     if not path.exists() and not os.access(directory, os.W_OK):
         raise StorageError(url, f"directory {str(directory)!r} is not writable")
@@ -173,6 +190,30 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper) -> Store:
     except (PersistenceError, sqlite3.Error) as e:
         datastore.close()
         raise StorageError(url, f"cannot create tables: {e}") from e
+    return Store(
+        url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url, path.absolute()
+    )
+
+
+def _open_sqlite_read_only(url: str, mapper: EnvelopeMapper, path: Path) -> Store:
+    """Open `path` with ``mode=ro``; in a directory nobody can write, also ``immutable=1``.
+
+    A WAL database needs its ``-shm`` file even to read; where the directory is read-only and
+    there is no ``-wal`` file, no writer can change the file either, so SQLite may read it as
+    immutable (an auditor's copy on read-only media).
+    """
+    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+    directory = path.absolute().parent
+    if not os.access(directory, os.W_OK) and not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    datastore = _Datastore(uri, lock_timeout=SQLITE_LOCK_TIMEOUT_S, read_only=True)
+    try:
+        with datastore.transaction(commit=False) as cursor:
+            cursor.execute("SELECT count(*) FROM sqlite_master")
+    except (PersistenceError, sqlite3.Error) as e:
+        datastore.close()
+        raise StorageError(url, f"cannot read the database: {e}") from e
+    recorder = SQLiteRecorder(datastore)
     return Store(
         url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url, path.absolute()
     )

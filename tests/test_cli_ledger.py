@@ -181,10 +181,10 @@ def test_verify_exits_0_on_an_intact_ledger(demo: Demo, cli: Cli) -> None:
     """`verify` (all runs, or one by prefix) says intact and exits 0."""
     everything = cli("--db", demo.url, "verify")
     assert everything.status == 0
-    assert everything.out.startswith(f"intact: 1 runs, {demo.count} events")
+    assert everything.out.startswith(f"intact: 1 run, {demo.count} events")
     one = cli("--db", demo.url, "verify", demo.run_id[:6])
     assert one.status == 0
-    assert one.out.startswith("intact: 1 runs")
+    assert one.out.startswith("intact: 1 run")
 
 
 def test_export_then_import_into_another_database(demo: Demo, cli: Cli, tmp_path: Path) -> None:
@@ -269,6 +269,7 @@ def test_the_database_comes_from_db_or_agentledger_db(
     monkeypatch.setenv("AGENTLEDGER_DB", demo.url)
     from_env = cli("runs", "--json")
     assert [r["run_id"] for r in json.loads(from_env.out)] == [demo.run_id]
+    Ledger.open(empty).close()  # read commands never create a database
     monkeypatch.setenv("AGENTLEDGER_DB", empty)
     assert json.loads(cli("runs", "--json").out) == []
     from_flag = cli("--db", demo.url, "runs", "--json")
@@ -325,4 +326,4 @@ def test_the_installed_command_runs_the_same_cli(demo: Demo, tmp_path: Path) -> 
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"intact: 1 runs, {demo.count} events")
+    assert done.stdout.startswith(f"intact: 1 run, {demo.count} events")

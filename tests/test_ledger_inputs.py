@@ -359,6 +359,8 @@ def test_an_unknown_scheme_is_refused(url: str, capsys: pytest.CaptureFixture[st
         Ledger.open(url)
     assert caught.value.url == url
     assert url in str(caught.value)
+    if "://" not in url:
+        return  # the CLI takes a bare path as a SQLite file (tests/test_cli_edges.py)
     assert main(["--db", url, "runs"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("agentledger: UnknownSchemeError")
@@ -453,7 +455,10 @@ def existing_ledger(directory: Path) -> tuple[str, Path, tuple[Any, ...]]:
 
 @pytest.mark.slow
 def test_a_read_only_database_file_is_a_storage_error(shared_dir: Path) -> None:
-    """A ledger file without write permission is refused with StorageError naming the file."""
+    """A ledger file without write permission is refused with StorageError naming the file.
+
+    Opening for writing, that is: the CLI's read commands open it read-only and work.
+    """
     url, path, before = existing_ledger(shared_dir)
     path.chmod(0o444)
     done = unprivileged(["-c", _OPEN, url])
@@ -461,9 +466,15 @@ def test_a_read_only_database_file_is_a_storage_error(shared_dir: Path) -> None:
     assert done.stdout.startswith("StorageError")
     assert str(path) in done.stdout
     assert "read-only" in done.stdout
-    cli = unprivileged(["-m", "agentledger.cli", "--db", url, "runs"])
+    read = unprivileged(["-m", "agentledger.cli", "--db", url, "runs"])
+    assert read.returncode == 0, read.stderr  # read commands open the file read-only
+    assert before[1].run_id in read.stdout
+    cli = unprivileged(
+        ["-m", "agentledger.cli", "--db", url, "annotate", "x", "--author", "a", "--note", "n"]
+    )
     assert cli.returncode == 2
     assert cli.stderr.startswith("agentledger: StorageError")
+    assert "read-only" in cli.stderr
     path.chmod(0o644)
     with Ledger.open(url) as ledger:
         assert snapshot(ledger, before[1].run_id) == before
@@ -487,13 +498,21 @@ def test_a_read_only_directory_is_a_storage_error(shared_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_an_existing_ledger_in_a_read_only_directory_is_a_storage_error(shared_dir: Path) -> None:
-    """SQLite cannot write its journal next to the file: a StorageError, not a raw sqlite3 error."""
+    """SQLite cannot write its journal next to the file: a StorageError, not a raw sqlite3 error.
+
+    Read commands still read it (opened immutable: nothing can change a file there).
+    """
     url, _, before = existing_ledger(shared_dir)
     shared_dir.chmod(0o555)
     done = unprivileged(["-c", _OPEN, url])
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stdout.startswith("StorageError")
-    cli = unprivileged(["-m", "agentledger.cli", "--db", url, "runs"])
+    read = unprivileged(["-m", "agentledger.cli", "--db", url, "verify"])
+    assert read.returncode == 0, read.stderr  # read commands read it as an immutable copy
+    assert read.stdout.startswith("intact: 1 run,")
+    cli = unprivileged(
+        ["-m", "agentledger.cli", "--db", url, "annotate", "x", "--author", "a", "--note", "n"]
+    )
     assert cli.returncode == 2
     assert cli.stderr.startswith("agentledger: StorageError")
     shared_dir.chmod(0o755)

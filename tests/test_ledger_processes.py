@@ -177,7 +177,7 @@ def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
         assert ledger.verify().ok
     capsys.readouterr()
     assert main(["--db", sqlite_url, "verify"]) == 0
-    assert capsys.readouterr().out.startswith("intact: 1 runs")
+    assert capsys.readouterr().out.startswith("intact: 1 run")
 
     with Ledger.open(sqlite_url) as ledger:
         resumed = RunRecorder(ledger, ledger.load(run_id))

@@ -329,7 +329,7 @@ def test_one_altered_payload_byte_is_named_by_the_installed_command(attacked: Re
     )
     assert done.returncode == 1, done.stderr
     assert problem(attacked.run_id, position, "payload altered") in done.stdout
-    assert "BROKEN (1 runs)" in done.stdout
+    assert "BROKEN (1 run)" in done.stdout
 
 
 @pytest.mark.parametrize(

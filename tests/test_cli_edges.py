@@ -1,0 +1,347 @@
+"""The ``agentledger`` command at its edges: bad input, missing and read-only files, --json.
+
+Each test reproduces a defect the CLI once had (a traceback, a silently wrong answer, a file
+created by a command that only reads) and checks the clear error or the right answer instead.
+Errors are ``agentledger: <what was wrong>`` on stderr with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import shutil
+import stat
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from agentledger.cli import main
+from agentledger.ledger import Ledger, StorageError
+
+
+@dataclass
+class Output:
+    """What one CLI invocation returned and printed."""
+
+    status: int
+    out: str
+    err: str
+
+
+class Cli:
+    """Calls the CLI in-process and captures what it printed."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *argv: str) -> Output:
+        """Run ``agentledger ARGV``."""
+        self._capsys.readouterr()
+        status = main(list(argv))
+        captured = self._capsys.readouterr()
+        assert "Traceback" not in captured.err
+        return Output(status, captured.out, captured.err)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The CLI, in-process."""
+    return Cli(capsys)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ledger file holding two demo runs, recorded once per module."""
+    path = tmp_path_factory.mktemp("edges") / "template.db"
+    for _ in range(2):
+        assert main(["--db", f"sqlite:///{path}", "demo"]) == 0
+    return path
+
+
+@dataclass
+class Demo:
+    """A copy of the template ledger: its file, URL and run ids (newest first)."""
+
+    path: Path
+    url: str
+    run_ids: list[str]
+
+
+@pytest.fixture
+def demo(template: Path, tmp_path: Path) -> Demo:
+    """This test's own copy of the two-run ledger."""
+    path = tmp_path / "ledger.db"
+    shutil.copyfile(template, path)
+    url = f"sqlite:///{path}"
+    with Ledger.open(url) as ledger:
+        ids = [r.run_id for r in ledger.runs()]
+    return Demo(path, url, ids)
+
+
+def refused(result: Output, *words: str) -> None:
+    """The command failed cleanly with exit 2, naming each of `words`."""
+    assert result.status == 2, result
+    assert result.err.startswith("agentledger: "), result.err
+    for word in words:
+        assert word in result.err, (word, result.err)
+
+
+# 1. tracebacks -----------------------------------------------------------------------------
+
+
+def test_an_unknown_demo_scenario_is_named_with_the_bundled_ones(cli: Cli, tmp_path: Path) -> None:
+    """``demo --scenario nope`` names the scenario and the ones there are; records nothing."""
+    result = cli("--db", f"sqlite:///{tmp_path / 'x.db'}", "demo", "--scenario", "nope")
+    refused(result, "'nope'", "demo_pipeline")
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_export_into_a_missing_directory_is_an_error(cli: Cli, demo: Demo) -> None:
+    """``export RUN -o /nonexistent/x.jsonl`` names the directory instead of a traceback."""
+    refused(
+        cli("--db", demo.url, "export", demo.run_ids[0], "-o", "/nonexistent/x.jsonl"),
+        "/nonexistent",
+    )
+
+
+# 2. --since ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["garbage", "2026-13-45", "1", "2h30"])
+def test_since_refuses_what_is_not_a_time(cli: Cli, demo: Demo, value: str) -> None:
+    """A --since that is not a time is an error naming the value and the accepted forms."""
+    refused(cli("--db", demo.url, "runs", "--since", value), repr(value), "ISO 8601", "2h")
+
+
+@pytest.mark.parametrize("command", [["stats"], ["rerun"]])
+def test_every_since_option_parses_its_time(cli: Cli, demo: Demo, command: list[str]) -> None:
+    """`stats` and `rerun` refuse a bad --since the same way."""
+    refused(cli("--db", demo.url, *command, "--since", "2026-13-45"), "'2026-13-45'")
+
+
+def _started(demo: Demo) -> dt.datetime:
+    with Ledger.open(demo.url) as ledger:
+        return dt.datetime.fromisoformat(ledger.runs()[-1].started_at)
+
+
+def test_since_converts_an_offset_to_utc(cli: Cli, demo: Demo) -> None:
+    """A +01:00 time is compared as the UTC instant it names, not as text."""
+    first = _started(demo)
+    plus_one = dt.timezone(dt.timedelta(hours=1))
+    before = (first - dt.timedelta(minutes=30)).astimezone(plus_one).isoformat()
+    after = (first + dt.timedelta(hours=2)).astimezone(plus_one).isoformat()
+    assert len(json.loads(cli("--db", demo.url, "runs", "--json", "--since", before).out)) == 2
+    assert json.loads(cli("--db", demo.url, "runs", "--json", "--since", after).out) == []
+
+
+def test_since_takes_dates_and_ages(cli: Cli, demo: Demo) -> None:
+    """A plain date and an age (counted back from the ledger's clock) select the runs."""
+    day = _started(demo).date()
+    for value in [day.isoformat(), "1h", "3d", "30m"]:
+        listed = json.loads(cli("--db", demo.url, "runs", "--json", "--since", value).out)
+        assert len(listed) == 2, value
+    tomorrow = (day + dt.timedelta(days=1)).isoformat()
+    assert json.loads(cli("--db", demo.url, "runs", "--json", "--since", tomorrow).out) == []
+
+
+# 3. read commands never create a database ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["show", "x"],
+        ["verify"],
+        ["export", "x", "-o", "out.jsonl"],
+        ["state", "x"],
+        ["stats"],
+        ["diff", "x", "y"],
+        ["replay", "x"],
+    ],
+)
+def test_a_read_command_refuses_a_missing_file_and_creates_nothing(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """A mistyped --db (or no ledger in the directory) is an error naming the path."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTLEDGER_DB", raising=False)
+    refused(cli("--db", "sqlite:///ledgr-typo.db", *command), "ledgr-typo.db", "does not exist")
+    refused(cli(*command), "agentledger.db")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_command_still_creates_the_file(cli: Cli, tmp_path: Path) -> None:
+    """``demo`` records into a file that did not exist."""
+    assert cli("--db", f"sqlite:///{tmp_path / 'new.db'}", "demo").status == 0
+    assert (tmp_path / "new.db").is_file()
+
+
+# 4. read-only files --------------------------------------------------------------------------
+
+
+def test_read_commands_work_on_a_read_only_file(cli: Cli, demo: Demo, tmp_path: Path) -> None:
+    """runs, show, verify and export read a 0444 file; a write command says it is read-only."""
+    demo.path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    run_id = demo.run_ids[0]
+    assert run_id in cli("--db", demo.url, "runs").out
+    assert cli("--db", demo.url, "show", run_id).status == 0
+    assert cli("--db", demo.url, "verify").out.startswith("intact: 2 runs")
+    exported = cli("--db", demo.url, "export", run_id, "-o", str(tmp_path / "r.jsonl"))
+    assert exported.status == 0, exported.err
+    refused(cli("--db", demo.url, "annotate", run_id, "--author", "a", "--note", "n"), "read-only")
+
+
+def test_a_read_only_ledger_writes_nothing(demo: Demo) -> None:
+    """`Ledger.open(read_only=True)` opens the file mode=ro: an append fails, nothing changes."""
+    before = demo.path.read_bytes()
+    with Ledger.open(demo.url, read_only=True) as ledger:
+        assert len(ledger.runs()) == 2
+        with pytest.raises(StorageError, match="readonly database"):
+            ledger.annotate(demo.run_ids[0], author="a", note="n")
+    assert demo.path.read_bytes() == before
+
+
+# 5. runs --limit -----------------------------------------------------------------------------
+
+
+def test_runs_says_when_it_stops_at_the_limit(cli: Cli, demo: Demo) -> None:
+    """A truncated listing says so on stderr (table and --json); --all lists everything."""
+    table = cli("--db", demo.url, "runs", "--limit", "1")
+    assert demo.run_ids[0] in table.out
+    assert demo.run_ids[1] not in table.out
+    assert "showing 1 of 2 runs (use --limit N or --all)" in table.err
+    as_json = cli("--db", demo.url, "runs", "--json", "--limit", "1")
+    assert len(json.loads(as_json.out)) == 1
+    assert "showing 1 of 2 runs" in as_json.err
+    every = cli("--db", demo.url, "runs", "--json", "--all")
+    assert [r["run_id"] for r in json.loads(every.out)] == demo.run_ids
+    assert every.err == ""
+
+
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_runs_refuses_a_limit_below_one(cli: Cli, demo: Demo, limit: str) -> None:
+    """--limit 0 or -1 is an error pointing at --all (-1 once silently dropped the oldest)."""
+    refused(cli("--db", demo.url, "runs", "--limit", limit), f"got {limit}", "--all")
+
+
+# 7. export to stdout, import from stdin ------------------------------------------------------
+
+
+def test_export_to_dash_writes_stdout_and_import_dash_reads_stdin(
+    cli: Cli, demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``export -o -`` prints the file (no file named ``-``); ``import -`` reads it back."""
+    monkeypatch.chdir(tmp_path)
+    exported = cli("--db", demo.url, "export", demo.run_ids[0], "-o", "-")
+    assert exported.status == 0, exported.err
+    assert json.loads(exported.out.splitlines()[0])["run_id"] == demo.run_ids[0]
+    assert not (tmp_path / "-").exists()
+    stdin = io.TextIOWrapper(io.BytesIO(exported.out.encode("utf-8")), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", stdin)
+    imported = cli("--db", f"sqlite:///{tmp_path / 'copy.db'}", "import", "-")
+    assert imported.status == 0, imported.err
+    assert imported.out.strip() == demo.run_ids[0]
+
+
+# 9. --version and --db -----------------------------------------------------------------------
+
+
+def test_version_prints_the_package_version(cli: Cli) -> None:
+    """``--version`` prints the installed distribution's version."""
+    with pytest.raises(SystemExit) as exited:
+        cli("--version")
+    assert exited.value.code == 0
+
+
+def test_version_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """The version line reads ``agentledger X.Y.Z``."""
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"agentledger {version('agentledger')}"
+
+
+def test_an_empty_db_is_refused(cli: Cli) -> None:
+    """``--db ""`` is an error, not a silent fall-back to the default file."""
+    refused(cli("--db", "", "runs"), "--db is empty")
+
+
+@pytest.mark.parametrize("spelling", ["ledger.db", "./ledger.db"])
+def test_a_bare_path_is_a_sqlite_file(
+    cli: Cli, demo: Demo, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """``--db ledger.db`` means that SQLite file, relative to the working directory."""
+    monkeypatch.chdir(demo.path.parent)
+    listed = cli("--db", spelling, "runs", "--json")
+    assert listed.status == 0, listed.err
+    assert [r["run_id"] for r in json.loads(listed.out)] == demo.run_ids
+
+
+def test_a_bare_path_in_the_environment_is_a_sqlite_file(
+    cli: Cli, demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AGENTLEDGER_DB=ledger.db`` is read like ``--db ledger.db``."""
+    monkeypatch.chdir(demo.path.parent)
+    monkeypatch.setenv("AGENTLEDGER_DB", "ledger.db")
+    assert cli("verify").out.startswith("intact: 2 runs")
+
+
+def test_an_absolute_bare_path_is_a_sqlite_file(cli: Cli, demo: Demo) -> None:
+    """``--db /abs/ledger.db`` works too."""
+    assert cli("--db", str(demo.path), "verify").out.startswith("intact: 2 runs")
+
+
+# 10. plurals ---------------------------------------------------------------------------------
+
+
+def test_messages_say_one_run_not_one_runs(cli: Cli, demo: Demo) -> None:
+    """`verify` of one run says ``1 run``; two say ``2 runs``."""
+    one = cli("--db", demo.url, "verify", demo.run_ids[0])
+    assert one.out.startswith("intact: 1 run, ")
+    assert cli("--db", demo.url, "verify").out.startswith("intact: 2 runs, ")
+
+
+# 11. --json ----------------------------------------------------------------------------------
+
+
+def test_verify_json_has_counts_problems_and_checkpoints(cli: Cli, demo: Demo) -> None:
+    """``verify --json`` prints the verdict, the counts and the (empty) findings."""
+    result = cli("--db", demo.url, "verify", "--json")
+    assert result.status == 0
+    report = json.loads(result.out)
+    assert report["ok"] is True
+    assert report["runs_checked"] == 2
+    assert report["problems"] == report["log_problems"] == report["checkpoints"] == []
+
+
+def test_export_and_import_json(cli: Cli, demo: Demo, tmp_path: Path) -> None:
+    """``export --json`` gives path, run id and lines; ``import --json`` gives the run id."""
+    target = tmp_path / "r.jsonl"
+    run_id = demo.run_ids[0]
+    exported = json.loads(cli("--db", demo.url, "export", run_id, "-o", str(target), "--json").out)
+    assert exported["path"] == str(target)
+    assert exported["run_id"] == run_id
+    assert exported["lines"] == len(target.read_text("utf-8").splitlines())
+    imported = cli("--db", f"sqlite:///{tmp_path / 'b.db'}", "import", str(target), "--json")
+    assert json.loads(imported.out) == {"run_id": run_id}
+
+
+def test_run_and_rerun_json(cli: Cli, demo: Demo, tmp_path: Path) -> None:
+    """``run --json`` and ``rerun --json`` print run ids and answers."""
+    script = tmp_path / "answers.json"
+    plan = {"steps": [{"goal": "add", "tool": "calculator", "args": {"expression": "2+3"}}]}
+    calls = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+3"}}]}
+    script.write_text(json.dumps([json.dumps(plan), calls, "5."]), encoding="utf-8")
+    ran = cli("--db", demo.url, "run", "2+3?", "--model", f"scripted:{script}", "--json")
+    assert ran.status == 0, ran.err
+    result = json.loads(ran.out)
+    assert result["answer"] == "5."
+    assert result["status"] == "answered"
+    rerun = cli("--db", demo.url, "rerun", result["run_id"], "--json")
+    assert rerun.status == 0, rerun.err
+    [again] = json.loads(rerun.out)
+    assert again["parent_run_id"] == result["run_id"]
+    assert again["answer"] == "5."
