@@ -53,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.checkpoint and not args.vkey:
         raise CliError("report --checkpoint needs --vkey: the verifier key that signs it")
     keys = verifier_keys(args.vkey)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
         data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
     page = render_report(data)
