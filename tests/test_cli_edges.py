@@ -161,6 +161,7 @@ def test_since_takes_dates_and_ages(cli: Cli, demo: Demo) -> None:
         ["stats"],
         ["diff", "x", "y"],
         ["replay", "x"],
+        ["report", "x"],
     ],
 )
 def test_a_read_command_refuses_a_missing_file_and_creates_nothing(
