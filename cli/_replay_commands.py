@@ -170,13 +170,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if bool(args.run) == bool(args.all):
         raise CliError("give a RUN or --all")
     library = _library(args)
+    results: list[ReplayResult] = []
+    interrupted = False
     with open_ledger(args, create=False) as ledger:
         ids = ledger.run_ids() if args.all else [resolve_run(ledger, args.run)]
-        progress = _progress("replay") if args.all and not args.json else None
+        bar = _progress("replay") if args.all and not args.json else None
+
+        def keep(index: int, total: int, result: ReplayResult) -> None:
+            results.append(result)
+            if bar is not None:
+                bar(index, total, result)
+
         try:
-            results = replay_all(ledger, ids, prompts=library, progress=progress)
+            replay_all(ledger, ids, prompts=library, progress=keep)
         except (ReplayError, AgentError) as error:
             raise CliError(f"{type(error).__name__}: {error}") from None
+        except KeyboardInterrupt:
+            interrupted = True
+            if bar is not None:
+                print(file=sys.stderr)
     if args.json:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
     else:
@@ -186,10 +198,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 print(f"{result.run_id}  {state}: {plural(result.events, 'event')}")
             else:
                 _print_divergence(result)
+    if interrupted:
+        print(
+            f"agentledger: interrupted after {len(results)} of {plural(len(ids), 'run')}; "
+            "the results above are those replayed",
+            file=sys.stderr,
+        )
+        return 130
     return 0 if all(r.identical for r in results) else 1
 
 
 def _progress(verb: str) -> Any:
+    """A progress bar on stderr, or None when stderr is not a terminal (a log file, a pipe)."""
+    if not sys.stderr.isatty():
+        return None
+
     def report(index: int, total: int, result: Any) -> None:
         width = 30
         done = width * index // total

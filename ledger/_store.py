@@ -15,6 +15,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 from uuid import UUID
 
@@ -246,16 +247,45 @@ def postgres_schema(url: str) -> str:
     return schema
 
 
+POSTGRES_CONNECT_TIMEOUT_S = 3
+
+
+def _probe_postgres(url: str, params: dict[str, Any]) -> None:
+    """Connect once, directly, so that a failure names its cause within a few seconds.
+
+    The connection pool only says "pool initialization incomplete" after its timeout; psycopg
+    itself says "database ... does not exist", "password authentication failed" or "connection
+    refused". The server's message is quoted without the password (it never holds one).
+    """
+    import psycopg
+
+    try:
+        psycopg.connect(**params, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S).close()
+    except psycopg.Error as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if params.get("password"):
+            reason = reason.replace(str(params["password"]), "***")
+        raise StorageError(redact_url(url), f"cannot connect to PostgreSQL: {reason}") from None
+
+
 def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
     parts = urlsplit(url)
     schema = postgres_schema(url)
+    params: dict[str, Any] = {
+        "dbname": (parts.path or "/").lstrip("/") or "postgres",
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 5432,
+        "user": unquote(parts.username or "postgres"),
+        "password": unquote(parts.password or ""),
+    }
+    _probe_postgres(url, params)
     try:
         datastore = PostgresDatastore(
-            dbname=(parts.path or "/").lstrip("/") or "postgres",
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 5432,
-            user=unquote(parts.username or "postgres"),
-            password=unquote(parts.password or ""),
+            dbname=params["dbname"],
+            host=params["host"],
+            port=params["port"],
+            user=params["user"],
+            password=params["password"],
             schema=schema,
             pool_size=5,
             max_overflow=5,

@@ -10,16 +10,21 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import shutil
+import socket
 import stat
+import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentledger.cli import main
 from agentledger.ledger import Ledger, StorageError
+from agentledger.replay import _replay as replay_module
 
 
 @dataclass
@@ -346,3 +351,82 @@ def test_run_and_rerun_json(cli: Cli, demo: Demo, tmp_path: Path) -> None:
     [again] = json.loads(rerun.out)
     assert again["parent_run_id"] == result["run_id"]
     assert again["answer"] == "5."
+
+
+# 6. PostgreSQL connection errors say what failed, quickly --------------------------------------
+
+
+def _pg_base() -> str:
+    """The test server's URL without a database name."""
+    url = os.environ.get("AGENTLEDGER_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    return url.rsplit("/", 1)[0]
+
+
+def _timed(cli: Cli, url: str) -> tuple[Output, float]:
+    start = time.perf_counter()
+    out = cli("--db", url, "runs")
+    return out, time.perf_counter() - start
+
+
+@pytest.mark.postgres
+def test_a_missing_postgres_database_is_named_at_once(cli: Cli, pg_url: str) -> None:
+    """No 10-second wait and no "pool initialization incomplete": the server's own reason."""
+    del pg_url  # the fixture says the server is there
+    out, seconds = _timed(cli, f"{_pg_base()}/no_such_db_here")
+    assert out.status == 2
+    assert 'database "no_such_db_here" does not exist' in out.err
+    assert seconds < 3
+
+
+def test_a_refused_postgres_connection_is_named(cli: Cli) -> None:
+    """Nothing listens on the port: "Connection refused", not a pool timeout."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nothing listens there
+    out, _ = _timed(cli, f"postgresql://postgres@127.0.0.1:{port}/test")
+    assert out.status == 2
+    assert "Connection refused" in out.err
+
+
+def test_a_server_that_never_answers_times_out_in_seconds(cli: Cli) -> None:
+    """A listener that accepts and says nothing: the open gives up after a few seconds."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        out, seconds = _timed(cli, f"postgresql://postgres@127.0.0.1:{port}/test")
+    assert out.status == 2
+    assert "cannot connect to PostgreSQL" in out.err
+    assert seconds < 3 + 2  # the connect timeout, plus start-up
+
+
+# 8. replay --all: no progress bar into a file; an interruption keeps what was done ----------------
+
+
+def test_replay_all_draws_no_progress_bar_into_a_file(cli: Cli, demo: Demo) -> None:
+    """Stderr that is not a terminal (here, captured) gets no carriage-return progress bar."""
+    result = cli("--db", demo.url, "replay", "--all")
+    assert result.status == 0, result
+    assert "\r" not in result.err
+    assert result.out.count("identical") == 2
+
+
+def test_an_interrupted_replay_all_prints_the_runs_it_replayed(
+    cli: Cli, demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the second run: the first run's result is printed, exit 130."""
+    real = replay_module.replay_run
+    calls: list[str] = []
+
+    def interrupted_on_the_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(replay_module, "replay_run", interrupted_on_the_second)
+    result = cli("--db", demo.url, "replay", "--all")
+    assert result.status == 130
+    assert f"{calls[0]}  identical" in result.out
+    assert calls[1] not in result.out
+    assert "interrupted after 1 of 2 runs" in result.err
