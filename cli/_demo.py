@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from importlib import resources
 
 from agentledger.agents import run_agent
 from agentledger.agents.testing import load_scenario
 from agentledger.cli._common import CliError, open_ledger, plural
-from agentledger.cli._format import timeline
+from agentledger.cli._format import terminal_width, timeline
 from agentledger.ledger import RecordedEvent
 
 __all__ = ["cmd_demo", "register"]
@@ -50,7 +51,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         records = ledger.events(result.run_id)
         print(f"Recorded run {result.run_id} ({scenario.agent}) into {ledger.url}\n")
         print(f"Question: {scenario.question}\n")
-        print(timeline(records))
+        print(timeline(records, terminal_width(sys.stdout)))
         print(f"\nAnswer ({result.status}): {result.answer}")
         print(f"Evidence cited: {', '.join(result.evidence_ids) or '(none)'}")
         state = json.dumps(result.world_state, indent=2, ensure_ascii=False)

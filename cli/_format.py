@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from agentledger.ledger import RecordedEvent, RunInfo
 
-__all__ = ["runs_table", "summarize", "timeline"]
+__all__ = ["runs_table", "summarize", "terminal_width", "timeline"]
 
 
 def _clip(text: str, width: int) -> str:
@@ -16,18 +17,35 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
-def runs_table(runs: Sequence[RunInfo]) -> str:
-    """A fixed-width table of runs: id, status, started, events, agent, input."""
-    header = f"{'RUN':36}  {'STATUS':9}  {'STARTED':20}  {'EVENTS':>6}  {'AGENT':12}  INPUT"
+def runs_table(runs: Sequence[RunInfo], width: int | None = None) -> str:
+    """A table of runs: id, status, started, events, agent, input.
+
+    With `width` (a terminal's), the table fits it: under the full width the run id shrinks to
+    its first 8 characters (any unique prefix is accepted), the start time to the minute, and
+    the input takes what is left. Without it, the full fixed-width table (for scripts).
+    """
+    full = width is None or width >= _FULL_WIDTH
+    id_width, time_width = (36, 20) if full else (8, 16)
+    fixed = id_width + 2 + 9 + 2 + time_width + 2 + 6 + 2 + 12 + 2
+    input_width = 60 if width is None else max(10, min(60, width - fixed))
+    header = (
+        f"{'RUN':{id_width}}  {'STATUS':9}  {'STARTED':{time_width}}  {'EVENTS':>6}  "
+        f"{'AGENT':12}  INPUT"
+    )
     lines = [header]
     for info in runs:
+        started = info.started_at[: 19 if full else 16]
         lines.append(
-            f"{info.run_id:36}  {info.status:9}  {info.started_at[:19]:20}  "
-            f"{info.event_count:>6}  {_clip(info.agent, 12):12}  {_clip(info.input_preview, 60)}"
+            f"{info.run_id[:id_width]:{id_width}}  {info.status:9}  {started:{time_width}}  "
+            f"{info.event_count:>6}  {_clip(info.agent, 12):12}  "
+            f"{_clip(info.input_preview, input_width)}"
         )
     if not runs:
         lines.append("(no runs)")
     return "\n".join(lines)
+
+
+_FULL_WIDTH = 36 + 2 + 9 + 2 + 20 + 2 + 6 + 2 + 12 + 2 + 60
 
 
 def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one flat dispatch over kinds
@@ -75,8 +93,19 @@ def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one fla
     return _clip(json.dumps(p), 90)
 
 
-def timeline(records: Sequence[RecordedEvent]) -> str:
-    """A readable timeline: position, time, kind and a summary per event."""
-    return "\n".join(
-        f"{r.position:>4}  {r.timestamp[11:23]}  {r.kind:18}  {summarize(r)}" for r in records
-    )
+def timeline(records: Sequence[RecordedEvent], width: int | None = None) -> str:
+    """A readable timeline: position, time, kind and a summary per event.
+
+    With `width` (a terminal's), each line is clipped to it.
+    """
+    lines = (f"{r.position:>4}  {r.timestamp[11:23]}  {r.kind:18}  {summarize(r)}" for r in records)
+    if width is None:
+        return "\n".join(lines)
+    return "\n".join(line if len(line) <= width else line[: width - 1] + "\u2026" for line in lines)
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width to fit output to: the terminal's when `stream` is one, else None (no limit)."""
+    if not stream.isatty():
+        return None
+    return shutil.get_terminal_size().columns

@@ -18,7 +18,7 @@ from agentledger.cli._common import (
     plural,
     resolve_run,
 )
-from agentledger.cli._format import runs_table, timeline
+from agentledger.cli._format import runs_table, terminal_width, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
 from agentledger.cli._trust_commands import (
     read_checkpoint_file,
@@ -144,7 +144,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([vars(r) for r in runs], indent=2, default=list))
     else:
-        print(runs_table(runs))
+        print(runs_table(runs, terminal_width(sys.stdout)))
     note_truncated(len(runs), len(found))
     return 0
 
@@ -193,7 +193,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"run {info.run_id}  agent={info.agent}  status={info.status}  "
             f"events={info.event_count}  started={info.started_at}"
         )
-        print(timeline(ledger.events(run_id)))
+        print(timeline(ledger.events(run_id), terminal_width(sys.stdout)))
     return 0
 
 

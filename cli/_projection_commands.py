@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from agentledger.cli._common import CliError, open_ledger, parse_time, plural
-from agentledger.cli._format import runs_table
+from agentledger.cli._format import runs_table, terminal_width
 from agentledger.ledger import RunInfo
 from agentledger.projections import (
     DEFAULT_BATCH,
@@ -247,7 +247,7 @@ def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
     if args.json:
         print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
     else:
-        print(runs_table([_info(row) for row in rows]))
+        print(runs_table([_info(row) for row in rows], terminal_width(sys.stdout)))
     print(UNVERIFIED_NOTE, file=sys.stderr)
     return 0
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from agentledger.cli import main
+from agentledger.cli._format import runs_table, timeline
 from agentledger.ledger import Ledger, StorageError
 from agentledger.replay import _replay as replay_module
 
@@ -430,3 +431,23 @@ def test_an_interrupted_replay_all_prints_the_runs_it_replayed(
     assert f"{calls[0]}  identical" in result.out
     assert calls[1] not in result.out
     assert "interrupted after 1 of 2 runs" in result.err
+
+
+# 11. output fits the terminal ----------------------------------------------------------------
+
+
+def test_runs_and_show_fit_an_80_column_terminal(demo: Demo) -> None:
+    """Given a terminal's width, every line of the table and the timeline fits it."""
+    with Ledger.open(demo.url) as ledger:
+        table = runs_table(ledger.runs(), width=80)
+        lines = timeline(ledger.events(demo.run_ids[0]), width=80).splitlines()
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert demo.run_ids[0][:8] in table
+    assert all(len(line) <= 80 for line in lines)
+    assert any(line.endswith("\u2026") for line in lines), "something was long enough to clip"
+
+
+def test_output_to_a_file_keeps_the_full_table(cli: Cli, demo: Demo) -> None:
+    """Not a terminal: the full-width table with whole run ids, as scripts expect."""
+    result = cli("--db", demo.url, "runs")
+    assert demo.run_ids[0] in result.out
