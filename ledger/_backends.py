@@ -30,6 +30,7 @@ from eventsourcing.sqlite import (
     SQLiteCursor,
     SQLiteDatastore,
 )
+from psycopg.errors import DuplicateObject
 from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
+SCHEMA_VERSION = 2
+"""The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
+schema then runs the DDL again, under an advisory lock)."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -362,6 +366,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self._blobs = SQL("{}.agentledger_blobs").format(schema)
         self._runs = SQL("{}.agentledger_runs").format(schema)
         self._tags = SQL("{}.agentledger_run_tags").format(schema)
+        self._schema = SQL("{}.agentledger_schema").format(schema)
         events = SQL("{}.{}").format(schema, Identifier(events_table_name))
         self.sql_create_statements += [
             SQL(
@@ -396,6 +401,56 @@ class PostgresRecorder(PostgresApplicationRecorder):
                     "FOR EACH STATEMENT EXECUTE FUNCTION {}.agentledger_append_only()"
                 ).format(Identifier(f"agentledger_{name}_no_truncate"), table, schema),
             ]
+
+    def create_table(self) -> None:
+        """Create tables, functions and triggers only when the schema is not at this version.
+
+        Re-running the DDL on every open (``CREATE OR REPLACE FUNCTION/TRIGGER``) made
+        concurrent opens deadlock. Now an open reads `SCHEMA_VERSION` from
+        ``agentledger_schema`` and, when it is current, only registers eventsourcing's type
+        adapters. Otherwise it takes a transaction-level advisory lock for the schema, checks
+        again, and runs the DDL (composite types in savepoints: they have no IF NOT EXISTS).
+        """
+        if self._schema_version() != SCHEMA_VERSION:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                    (f"agentledger:{self.datastore.schema}",),
+                )
+                if self._schema_version(curs) != SCHEMA_VERSION:
+                    self._create_everything(curs)
+        self.datastore.register_type_adapters()
+
+    def _create_everything(self, curs: Any) -> None:
+        for statement in self.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                try:
+                    with curs.connection.transaction():  # a savepoint
+                        curs.execute(statement, prepare=False)
+                except DuplicateObject:
+                    pass
+        self._create_table(curs)
+        curs.execute(
+            SQL("CREATE TABLE IF NOT EXISTS {} (version INTEGER NOT NULL)").format(self._schema)
+        )
+        curs.execute(SQL("DELETE FROM {}").format(self._schema))
+        curs.execute(
+            SQL("INSERT INTO {} (version) VALUES (%s)").format(self._schema), (SCHEMA_VERSION,)
+        )
+
+    def _schema_version(self, curs: Any = None) -> int | None:
+        """The version the schema's tables were created at, or None (none yet, or older)."""
+        if curs is not None:
+            return self._read_version(curs)
+        with self.datastore.get_connection() as conn, conn.cursor() as fresh:
+            return self._read_version(fresh)
+
+    def _read_version(self, curs: Any) -> int | None:
+        name = f'"{self.datastore.schema}".agentledger_schema'
+        if curs.execute(SQL("SELECT to_regclass(%s) AS t"), (name,)).fetchone()["t"] is None:
+            return None
+        row = curs.execute(SQL("SELECT max(version) AS v FROM {}").format(self._schema)).fetchone()
+        return None if row is None or row["v"] is None else int(row["v"])
 
     def _insert_events(
         self,
