@@ -283,7 +283,7 @@ def test_racing_integrators_make_every_event_exactly_one_leaf(ledger_url: str) -
     """Two integrators and a writer at once: no event is skipped or logged twice."""
     if ledger_url == "memory://":
         pytest.skip("two opens of memory:// are two ledgers")
-    # Opened one after the other: concurrent opens on PostgreSQL are another matter.
+    # Opened up front, so that only integration races (tests/test_ledger_pg_open.py races opens).
     integrators = [Ledger.open(ledger_url) for _ in range(2)]
     with Ledger.open(ledger_url) as writer:
         record_runs(writer, 3)
