@@ -22,7 +22,7 @@ from agentledger.cli._trust_commands import verifier_keys
 from agentledger.ledger import Ledger, LedgerError, blob_refs_in
 from agentledger.projections import ProjectionError, world_state
 
-__all__ = ["build_report", "register"]
+__all__ = ["build_report", "new_messages", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,7 +80,7 @@ def _resolve(
     """
     found: dict[str, Any] = {}
     if kind == "ModelCalled":
-        found.update(_new_messages(ledger, payload["messages_ref"], position, seen))
+        found.update(new_messages(ledger, payload["messages_ref"], position, seen))
         if payload.get("response_ref"):
             response = _read(lambda: ledger.blob(payload["response_ref"]))
             found["response"] = (
@@ -96,9 +96,7 @@ def _resolve(
     return found
 
 
-def _new_messages(
-    ledger: Ledger, head: str, position: int, seen: dict[str, Seen]
-) -> dict[str, Any]:
+def new_messages(ledger: Ledger, head: str, position: int, seen: dict[str, Seen]) -> dict[str, Any]:
     """The messages of the conversation chain at `head` that no earlier call showed.
 
     Walks from the head node towards the first message and stops at a node an earlier call
