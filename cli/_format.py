@@ -1,15 +1,19 @@
-"""Terminal rendering for the CLI: run tables and readable timelines. Prints nothing itself."""
+"""Terminal rendering for the CLI: run tables, readable timelines and conversations.
+
+Prints nothing itself.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from agentledger.ledger import RecordedEvent, RunInfo
 
-__all__ = ["runs_table", "summarize", "terminal_width", "timeline"]
+__all__ = ["conversations", "runs_table", "summarize", "terminal_width", "timeline"]
 
 
 def _clip(text: str, width: int) -> str:
@@ -109,3 +113,63 @@ def terminal_width(stream: TextIO) -> int | None:
     if not stream.isatty():
         return None
     return shutil.get_terminal_size().columns
+
+
+def conversations(calls: Sequence[tuple[RecordedEvent, dict[str, Any]]], width: int = 100) -> str:
+    """Each model call's conversation as ``role: content`` lines, wrapped to `width`.
+
+    `calls` pairs each ModelCalled with its resolved ``messages`` (those no earlier call showed),
+    ``earlier`` (where the ones before them are: a position and a count) and ``response``.
+    """
+    out: list[str] = []
+    for record, found in calls:
+        p = record.payload
+        messages = found.get("messages") or []
+        earlier = found.get("earlier")
+        total = len(messages) + (earlier.count if earlier else 0)
+        where = f" (step {p['step_id']})" if p.get("step_id") else ""
+        out.append(
+            f"#{record.position} {p.get('provider')}:{p.get('model')} by {p.get('actor')}{where}, "
+            f"{total} message{'' if total == 1 else 's'}:"
+        )
+        if earlier:
+            what = "its messages and response" if earlier.response else "its first messages"
+            out.append(f"  ({earlier.count} earlier as in #{earlier.position}: {what})")
+        out.extend(_said("", message, width) for message in messages)
+        if "response" in found:
+            out.append(_said("=> ", found["response"], width))
+        elif p.get("error"):
+            out.append(_said("=> ", {"role": "error", "content": p["error"]}, width))
+        out.append("")
+    return "\n".join(out).rstrip("\n") if out else "(no model calls)"
+
+
+def _said(mark: str, message: Any, width: int) -> str:
+    """One message as ``  role: content`` wrapped, its other fields after the content."""
+    if not isinstance(message, dict):
+        message = {"role": "?", "content": message}
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    rest = {
+        k: v for k, v in message.items() if k not in {"role", "content"} and v not in (None, [], {})
+    }
+    if content is None:
+        text = ""
+    if rest:
+        text = f"{text} {json.dumps(rest, ensure_ascii=False, sort_keys=True)}".strip()
+    head = f"  {mark}{message.get('role', '?')}: "
+    lines = []
+    for number, paragraph in enumerate(text.splitlines() or [""]):
+        lines.append(
+            textwrap.fill(
+                paragraph,
+                width=width,
+                initial_indent=head if number == 0 else " " * len(head),
+                subsequent_indent=" " * len(head),
+                break_long_words=True,
+                break_on_hyphens=False,
+                replace_whitespace=False,
+            )
+            or (head.rstrip() if number == 0 else "")
+        )
+    return "\n".join(lines)

@@ -18,14 +18,23 @@ from agentledger.cli._common import (
     plural,
     resolve_run,
 )
-from agentledger.cli._format import runs_table, terminal_width, timeline
+from agentledger.cli._format import conversations, runs_table, terminal_width, timeline
 from agentledger.cli._projection_commands import runs_from_read_model
+from agentledger.cli._report import new_messages
+from agentledger.cli._report_html import Seen
 from agentledger.cli._trust_commands import (
     read_checkpoint_file,
     verifier_keys,
     verify_file_command,
 )
-from agentledger.ledger import ImportRefusedError, Ledger, Limits, VerifyReport, blob_refs_in
+from agentledger.ledger import (
+    ImportRefusedError,
+    Ledger,
+    Limits,
+    RecordedEvent,
+    VerifyReport,
+    blob_refs_in,
+)
 from agentledger.projections import ProjectionError, SnapshotReport, verify_snapshots
 
 __all__ = ["register"]
@@ -50,8 +59,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("show", help="a run's timeline (or --json: full events, blobs resolved)")
-    p.add_argument("run", help="run id or a unique prefix")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("run", help="run id, a unique prefix, or 'last' (the newest run)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true")
+    shown.add_argument(
+        "--conversation",
+        action="store_true",
+        help="each model call's messages (role: content, wrapped; each message once) and response",
+    )
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("verify", help="recompute hash chains and blobs; exit 1 if broken")
@@ -181,10 +196,43 @@ def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
     return {"run": vars(info) | {"tags": list(info.tags)}, "events": out}
 
 
+def show_target(ledger: Ledger, text: str) -> str:
+    """The run `show` means: ``last`` is the newest run (unless a run has that very id)."""
+    if text != "last" or text in ledger.run_ids():
+        return resolve_run(ledger, text)
+    newest = ledger.runs()
+    if not newest:
+        raise CliError(f"no runs in {ledger.url}")
+    return newest[0].run_id
+
+
+def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[str, Any]]]:
+    """A run's model calls, each with its new messages, where the earlier ones are, response."""
+    seen: dict[str, Seen] = {}
+    calls = []
+    for record in ledger.events(run_id):
+        if record.kind != "ModelCalled":
+            continue
+        payload = record.payload
+        found = new_messages(ledger, payload["messages_ref"], record.position, seen)
+        if payload.get("response_ref"):
+            node = ledger.blob(payload["response_ref"])
+            found["response"] = node.get("message", node) if isinstance(node, dict) else node
+            total = len(found["messages"]) + (found["earlier"].count if "earlier" in found else 0)
+            seen.setdefault(payload["response_ref"], Seen(record.position, total + 1, True))
+        calls.append((record, found))
+    return calls
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Show a run."""
     with open_ledger(args, read_only=True) as ledger:
-        run_id = resolve_run(ledger, args.run)
+        run_id = show_target(ledger, args.run)
+        if args.conversation:
+            width = min(shutil.get_terminal_size((100, 24)).columns, 120)
+            print(f"run {run_id}")
+            print(conversations(model_calls(ledger, run_id), width=width))
+            return 0
         if args.json:
             print(json.dumps(resolved_events(ledger, run_id), indent=2, ensure_ascii=False))
             return 0

@@ -1,6 +1,7 @@
 """`agentledger report RUN [-o FILE] [--checkpoint FILE --vkey KEY]`: one HTML page for auditors.
 
-Reads the run, resolves every blob its events refer to, verifies its chain (and, when given,
+Reads the run, resolves every blob its events refer to (each conversation message once: a
+model call gets only the messages no earlier call showed), verifies its chain (and, when given,
 the ledger against a signed checkpoint), folds its world state, and hands all of it to
 `render_report`. Writes the page to FILE (or stdout). Must not append events or write
 snapshots: a report reads the ledger only.
@@ -16,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from agentledger.cli._common import CliError, open_ledger, resolve_run
-from agentledger.cli._report_html import ReportData, render_report
+from agentledger.cli._report_html import ReportData, Seen, render_report
 from agentledger.cli._trust_commands import verifier_keys
 from agentledger.ledger import Ledger, LedgerError, blob_refs_in
 from agentledger.projections import ProjectionError, world_state
 
-__all__ = ["build_report", "register"]
+__all__ = ["build_report", "new_messages", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,21 +70,62 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0 if intact else 1
 
 
-def _resolve(ledger: Ledger, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The blobs an event refers to (a model call's as ``messages``/``response``/``tools``)."""
+def _resolve(
+    ledger: Ledger, kind: str, payload: dict[str, Any], position: int, seen: dict[str, Seen]
+) -> dict[str, Any]:
+    """The blobs an event refers to (a model call's as ``messages``/``response``/``tools``).
+
+    A model call's ``messages`` are only those no earlier call showed; ``earlier`` then says
+    how many came before them and which call shows them (see `_new_messages`).
+    """
     found: dict[str, Any] = {}
     if kind == "ModelCalled":
-        found["messages"] = _read(lambda: ledger.conversation(payload["messages_ref"]))
+        found.update(new_messages(ledger, payload["messages_ref"], position, seen))
         if payload.get("response_ref"):
             response = _read(lambda: ledger.blob(payload["response_ref"]))
             found["response"] = (
                 response.get("message", response) if isinstance(response, dict) else response
             )
+            total = found.get("earlier", Seen(0, 0)).count + len(found["messages"])
+            seen.setdefault(payload["response_ref"], Seen(position, total + 1, response=True))
         if payload.get("tools_ref"):
             found["tools"] = _read(lambda: ledger.blob(payload["tools_ref"]))
     else:
         for ref in blob_refs_in(payload):
             found[ref] = _read(partial(ledger.blob, ref))
+    return found
+
+
+def new_messages(ledger: Ledger, head: str, position: int, seen: dict[str, Seen]) -> dict[str, Any]:
+    """The messages of the conversation chain at `head` that no earlier call showed.
+
+    Walks from the head node towards the first message and stops at a node an earlier call
+    showed (its message, or its response): the ``count`` messages up to that node are the
+    first ``count`` of that call's conversation. Each node is read once per report, so a
+    conversation that grows call by call costs linear time and page size, not quadratic.
+    """
+    new: list[tuple[str, Any]] = []
+    current: str | None = head
+    while current is not None and current not in seen:
+        ref = current
+        node = _read(partial(ledger.blob, ref))
+        if not isinstance(node, dict):
+            new.append(("", node if isinstance(node, str) else f"(message node {ref} unreadable)"))
+            current = None
+            break
+        if node.get("message") is not None:
+            new.append((ref, node["message"]))
+        parent = node.get("parent_ref")
+        current = parent if isinstance(parent, str) else None
+    new.reverse()
+    earlier = seen.get(current) if current is not None else None
+    count = earlier.count if earlier else 0
+    for offset, (ref, _) in enumerate(new, start=1):
+        if ref:
+            seen.setdefault(ref, Seen(position, count + offset))
+    found: dict[str, Any] = {"messages": [message for _, message in new]}
+    if earlier is not None and earlier.count:
+        found["earlier"] = earlier
     return found
 
 
@@ -105,8 +147,9 @@ def build_report(
     """Read what the page of `run_id` shows: events, resolved blobs, verdicts, final state."""
     events = ledger.events(run_id)
     resolved: dict[int, dict[str, Any]] = {}
+    seen: dict[str, Seen] = {}
     for record in events:
-        found = _resolve(ledger, record.kind, record.payload)
+        found = _resolve(ledger, record.kind, record.payload, record.position, seen)
         if found:
             resolved[record.position] = found
     verdict = ledger.verify(run_id)

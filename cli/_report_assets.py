@@ -4,12 +4,16 @@ Owns only constant text. The script must fetch nothing: it reads the patches emb
 page (``<script type="application/json" id="al-deltas">``), folds them as RFC 7386 merge
 patches (keeping a snapshot every `SNAPSHOT_EVERY` deltas, so a slider move folds at most that
 many), and shows the state after the chosen position. Everything it shows is set with
-``textContent``, never parsed as HTML.
+``textContent``, never parsed as HTML. Opening the page must stay cheap for long runs: the
+script parses and folds the patches only when the reader asks for a position (or the address
+names one, ``#state-N``), the page itself shows the final state, the "state here" buttons share
+one click handler, the controls are hidden without JavaScript by a ``<noscript>`` style (no
+restyle on load), and events off screen are not laid out (``content-visibility: auto``).
 """
 
 from __future__ import annotations
 
-__all__ = ["CSP", "SCRIPT", "SNAPSHOT_EVERY", "STYLE"]
+__all__ = ["CSP", "NOSCRIPT_STYLE", "SCRIPT", "SNAPSHOT_EVERY", "STYLE"]
 
 SNAPSHOT_EVERY = 64
 
@@ -47,15 +51,26 @@ details.step>summary{cursor:pointer;font-weight:600}
 :target{outline:3px solid #1565c0}
 #world-state{max-height:30em}
 #al-slider{width:70%;vertical-align:middle}
-.al-js{display:none}
-.stbtn{display:none;font-size:.8em;margin-left:.6em}
+.stbtn{font-size:.8em;margin-left:.6em}
+.cut{color:#666;font-style:italic}
+.env{font-family:ui-monospace,monospace;font-size:.75em;color:#555;word-break:break-all}
+.ev{content-visibility:auto;contain-intrinsic-size:auto 9em}
 """
+
+NOSCRIPT_STYLE = ".al-js,.stbtn{display:none}"
+"""Hides the viewer's controls where no script runs (inside ``<noscript>`` in the head, so a
+page with JavaScript never restyles itself on load)."""
 
 SCRIPT = r"""
 (function(){
 "use strict";
-var data=JSON.parse(document.getElementById("al-deltas").textContent);
-var deltas=data.deltas, every=data.every, last=data.last;
+var data=null, deltas=[], every=1, last=0, snaps=[{}];
+function load(){
+  if(data===null){
+    data=JSON.parse(document.getElementById("al-deltas").textContent);
+    deltas=data.deltas; every=data.every; last=data.last;
+  }
+}
 function isObj(v){return v!==null&&typeof v==="object"&&!Array.isArray(v);}
 function copy(v){return JSON.parse(JSON.stringify(v));}
 function merge(target,patch){
@@ -71,7 +86,6 @@ function sorted(v){
   if(isObj(v)){var o={};Object.keys(v).sort().forEach(function(k){o[k]=sorted(v[k]);});return o;}
   return v;
 }
-var snaps=[{}];
 function stateAfter(pos){
   var n=0;while(n<deltas.length&&deltas[n][0]<=pos){n++;}
   var s=Math.floor(n/every);
@@ -89,6 +103,7 @@ var label=document.getElementById("al-pos");
 var out=document.getElementById("world-state");
 var patchOut=document.getElementById("al-patch");
 function show(pos){
+  load();
   pos=Math.max(0,Math.min(last,pos|0));
   slider.value=pos;
   var r=stateAfter(pos);
@@ -100,23 +115,17 @@ function show(pos){
   patchOut.textContent=here===null?"(no DeltaApplied at this position)":
     JSON.stringify(sorted(here),null,2);
 }
-Array.prototype.forEach.call(document.querySelectorAll(".al-js"),function(el){
-  el.style.display="block";
-});
-Array.prototype.forEach.call(document.querySelectorAll(".al-nojs"),function(el){
-  el.style.display="none";
-});
 slider.addEventListener("input",function(){show(parseInt(slider.value,10));});
 document.getElementById("al-prev").addEventListener("click",function(){
   show(parseInt(slider.value,10)-1);});
 document.getElementById("al-next").addEventListener("click",function(){
   show(parseInt(slider.value,10)+1);});
-Array.prototype.forEach.call(document.querySelectorAll("button.stbtn"),function(b){
-  b.style.display="inline";
-  b.addEventListener("click",function(){
+document.addEventListener("click",function(e){
+  var b=e.target;
+  if(b instanceof Element&&b.classList.contains("stbtn")){
     show(parseInt(b.getAttribute("data-pos"),10));
     document.getElementById("al-world").scrollIntoView();
-  });
+  }
 });
 function setAll(open){
   Array.prototype.forEach.call(document.querySelectorAll("details.step"),function(d){
@@ -125,6 +134,6 @@ function setAll(open){
 document.getElementById("al-expand").addEventListener("click",function(){setAll(true);});
 document.getElementById("al-collapse").addEventListener("click",function(){setAll(false);});
 var m=/^#state-(\d+)$/.exec(location.hash);
-show(m?parseInt(m[1],10):last);
+if(m){show(parseInt(m[1],10));}
 })();
 """

@@ -6,8 +6,10 @@ command gathered and returns text; must not read the ledger, fetch anything, or 
 outside the page. Run content is untrusted: every piece of it goes through `html.escape`, and
 the JSON the script reads is embedded with ``<``, ``>`` and ``&`` as ``\u`` escapes, so no
 payload can close a tag. The page is linear in the run's length: each DeltaApplied's patch is
-embedded once and the script folds them (the final state is written once for readers without
-JavaScript).
+embedded once and the script folds them on demand (the final state is written once, for readers
+without JavaScript and for the first view), and each conversation message is shown once (a model
+call names the earlier call that shows the rest). A text past `VISIBLE_CHARS` shows its start,
+with the whole in a closed ``<details>``, which the browser parses but does not lay out.
 """
 
 from __future__ import annotations
@@ -20,12 +22,28 @@ from datetime import datetime
 from typing import Any
 
 from agentledger.cli._format import summarize
-from agentledger.cli._report_assets import CSP, SCRIPT, SNAPSHOT_EVERY, STYLE
+from agentledger.cli._report_assets import CSP, NOSCRIPT_STYLE, SCRIPT, SNAPSHOT_EVERY, STYLE
 from agentledger.ledger import RecordedEvent, RunInfo, VerifyReport
 
-__all__ = ["ReportData", "evidence_ids_in", "render_report"]
+__all__ = ["ReportData", "Seen", "evidence_ids_in", "render_report"]
 
 HIGHLIGHT = {"PolicyDecided", "GuardrailTripped", "RunFailed", "SynthesisProduced"}
+VISIBLE_CHARS = 2_000
+"""Longer texts show their first this many characters; the whole text is in a closed
+``<details>`` under them."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """Where the page already shows a conversation's first `count` messages.
+
+    They are those of the model call at `position`: its messages and then, when `response`, its
+    response.
+    """
+
+    position: int
+    count: int
+    response: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,7 +54,8 @@ class ReportData:
     events: list[RecordedEvent]
     resolved: dict[int, dict[str, Any]]
     """Per position: blobs the event refers to, resolved (``messages``/``response``/``tools``
-    for a model call, else each ref to its content)."""
+    for a model call, else each ref to its content). A model call's ``messages`` are those no
+    earlier call showed; ``earlier``, a `Seen`, says where the ones before them are shown."""
     verify: VerifyReport
     final_state: Any
     checkpoint: VerifyReport | None = None
@@ -92,7 +111,8 @@ def render_report(data: ReportData) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">',
         '<meta name="referrer" content="no-referrer">',
         f"<title>agentledger run {esc(data.run.run_id)}</title>",
-        f"<style>{STYLE}</style></head><body>",
+        f"<style>{STYLE}</style><noscript><style>{NOSCRIPT_STYLE}</style></noscript>",
+        "</head><body>",
         f"<h1>Run {esc(data.run.run_id)}</h1>",
         _header(data),
         _verdict(data),
@@ -271,15 +291,19 @@ def _evidence_list(ids: list[Any], anchors: dict[str, str]) -> str:
 
 def _world(data: ReportData) -> str:
     last = data.events[-1].position if data.events else 0
+    deltas = sum(1 for e in data.events if e.kind == "DeltaApplied")
+    here = "(no DeltaApplied at this position)"
+    if data.events and data.events[-1].kind == "DeltaApplied":
+        here = _state_text(data.events[-1].payload.get("patch"))
     return (
         '<h2 id="world">World state</h2><div id="al-world">'
         '<div class="al-js"><button id="al-prev" type="button">&larr;</button> '
         f'<input id="al-slider" type="range" min="0" max="{last}" value="{last}" '
         'aria-label="position"> <button id="al-next" type="button">&rarr;</button> '
-        '<span id="al-pos"></span><p>Patch applied at this position:</p>'
-        '<pre id="al-patch"></pre></div>'
-        f'<p class="al-nojs">State after the last position ({last}); each DeltaApplied in the '
-        "timeline shows its patch.</p>"
+        f'<span id="al-pos">after position {last} ({deltas} of {deltas} deltas applied)</span>'
+        f'<p>Patch applied at this position:</p><pre id="al-patch">{here}</pre></div>'
+        f"<noscript><p>State after the last position ({last}); each DeltaApplied in the "
+        "timeline shows its patch.</p></noscript>"
         f'<pre id="world-state" data-position="{last}">{_state_text(data.final_state)}</pre>'
         "</div>"
     )
@@ -343,9 +367,8 @@ def _event(
     body = _body(record, data, anchors, producers)
     return (
         f'<div class="ev k-{esc(kind)}" id="ev-{record.position}" data-kind="{esc(kind)}">'
-        f"{head}{body}<details><summary>envelope</summary><pre>"
-        f"hash {esc(record.hash)}\nprev {esc(record.prev)}\nevent_id {esc(record.event_id)}"
-        f" version {esc(record.version)}</pre></details></div>"
+        f'{head}{body}<div class="env">hash {esc(record.hash)} prev {esc(record.prev)} '
+        f"event_id {esc(record.event_id)} version {esc(record.version)}</div></div>"
     )
 
 
@@ -356,7 +379,7 @@ def _body(
     resolved = data.resolved.get(record.position, {})
     if record.kind == "ModelCalled":
         return _model_call(p, resolved)
-    out = [f"<pre>{pretty(p)}</pre>"]
+    out = [_pre(p)]
     if record.kind == "ToolReturned":
         ids = evidence_ids_in(_tool_data(record, data))
         spans = []
@@ -370,7 +393,7 @@ def _body(
     if record.kind == "SynthesisProduced":
         out.append(_evidence_list(p.get("evidence_ids") or [], anchors))
     for ref, value in resolved.items():
-        out.append(f"<p>blob <code>{esc(ref)}</code>:</p><pre>{pretty(value)}</pre>")
+        out.append(f"<p>blob <code>{esc(ref)}</code>:</p>{_pre(value)}")
     return "".join(out)
 
 
@@ -378,13 +401,21 @@ def _model_call(p: dict[str, Any], resolved: dict[str, Any]) -> str:
     meta = {k: v for k, v in p.items() if k not in {"messages_ref", "response_ref", "tools_ref"}}
     out = [f"<details><summary>call details</summary><pre>{pretty(meta)}</pre></details>"]
     messages = resolved.get("messages") or []
-    out.append(f"<p>Messages ({len(messages)}):</p>")
-    for message in messages:
-        out.append(_message(message))
+    earlier: Seen | None = resolved.get("earlier")
+    if earlier is None:
+        out.append(f"<p>Messages ({len(messages)}):</p>")
+    else:
+        what = "messages and response" if earlier.response else "first messages"
+        out.append(
+            f"<p>Messages ({earlier.count + len(messages)}): {earlier.count} earlier messages as "
+            f'in <a href="#ev-{earlier.position}">position {earlier.position}</a> (its {what}), '
+            f"then {len(messages)} new:</p>"
+        )
+    out.extend(_message(message) for message in messages)
     if "response" in resolved:
         out.append("<p>Response:</p>" + _message(resolved["response"]))
     elif p.get("error"):
-        out.append(f"<p>Error:</p><pre>{pretty(p['error'])}</pre>")
+        out.append(f"<p>Error:</p>{_pre(p['error'])}")
     if "tools" in resolved:
         out.append(
             f"<details><summary>tools offered</summary><pre>{pretty(resolved['tools'])}</pre>"
@@ -395,12 +426,32 @@ def _model_call(p: dict[str, Any], resolved: dict[str, Any]) -> str:
 
 def _message(message: Any) -> str:
     if not isinstance(message, dict):
-        return f'<div class="msg"><pre>{pretty(message)}</pre></div>'
+        return f'<div class="msg">{_pre(message)}</div>'
     role = message.get("role", "?")
     rest = {k: v for k, v in message.items() if k not in {"role", "content"}}
-    content = message.get("content")
-    extra = f"<pre>{pretty(rest)}</pre>" if rest else ""
+    extra = _pre(rest) if rest else ""
     return (
         f'<div class="msg"><span class="role">{esc(role)}</span>'
-        f"<pre>{pretty(content)}</pre>{extra}</div>"
+        f"{_pre(message.get('content'))}{extra}</div>"
     )
+
+
+def _pre(value: Any) -> str:
+    """A value in a ``<pre>``; past `VISIBLE_CHARS`, cut, with the whole in a closed details.
+
+    A closed ``<details>`` is parsed but not laid out, so a long text costs the browser little
+    until the reader opens it.
+    """
+    text = value if isinstance(value, str) else _json_text(value)
+    if len(text) <= VISIBLE_CHARS:
+        return f"<pre>{esc(text)}</pre>"
+    more = len(text) - VISIBLE_CHARS
+    return (
+        f'<pre>{esc(text[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
+        f"characters]</span></pre><details><summary>the whole text ({len(text):,} characters)"
+        f"</summary><pre>{esc(text)}</pre></details>"
+    )
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)

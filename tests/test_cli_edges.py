@@ -451,3 +451,44 @@ def test_output_to_a_file_keeps_the_full_table(cli: Cli, demo: Demo) -> None:
     """Not a terminal: the full-width table with whole run ids, as scripts expect."""
     result = cli("--db", demo.url, "runs")
     assert demo.run_ids[0] in result.out
+
+
+# 12. show last, show --conversation ----------------------------------------------------------
+
+
+def test_show_last_shows_the_newest_run(cli: Cli, demo: Demo, tmp_path: Path) -> None:
+    """``show last`` is the newest run; in an empty ledger it says there are no runs."""
+    newest = cli("--db", demo.url, "show", "last")
+    assert newest.status == 0, newest.err
+    assert newest.out.startswith(f"run {demo.run_ids[0]} ")
+    assert (
+        json.loads(cli("--db", demo.url, "show", "last", "--json").out)["run"]["run_id"]
+        == (demo.run_ids[0])
+    )
+    empty = tmp_path / "empty.db"
+    Ledger.open(f"sqlite:///{empty}").close()
+    refused(cli("--db", f"sqlite:///{empty}", "show", "last"), "no runs")
+
+
+def test_show_conversation_prints_each_message_once_wrapped(cli: Cli, tmp_path: Path) -> None:
+    """``show --conversation``: role: content lines, wrapped; later calls name the earlier one."""
+    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    with Ledger.open(url) as ledger, ledger.record_run("chat") as run:
+        messages = [
+            {"role": "system", "content": "be brief " * 30},
+            {"role": "user", "content": "go"},
+        ]
+        for index in range(3):
+            response = {"role": "assistant", "content": f"answer {index}"}
+            run.model_call(provider="scripted", model="m", messages=messages, response=response)
+            messages = [*messages, response, {"role": "tool", "content": f"result {index}"}]
+    shown = cli("--db", url, "show", "last", "--conversation")
+    assert shown.status == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[0] == f"run {run.run_id}"
+    assert shown.out.count("be brief be brief") >= 2  # wrapped onto several lines ...
+    assert sum(line.startswith("  system: ") for line in lines) == 1  # ... and shown once
+    assert all(len(line) <= 100 for line in lines)
+    assert "  => assistant: answer 2" in lines
+    assert "  tool: result 1" in lines
+    assert "  (5 earlier as in #3: its messages and response)" in lines

@@ -8,6 +8,7 @@ that nothing points outside the page, and that untrusted content stays text.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -18,7 +19,12 @@ import pytest
 
 from agentledger.cli._main import main
 from agentledger.cli._report import build_report
-from agentledger.cli._report_html import ReportData, evidence_ids_in, render_report
+from agentledger.cli._report_html import (
+    VISIBLE_CHARS,
+    ReportData,
+    evidence_ids_in,
+    render_report,
+)
 from agentledger.ledger import Ledger, Problem, VerifyReport
 from agentledger.ledger.events import ToolErrorInfo
 from agentledger.ledger.signed_note import generate_key
@@ -344,3 +350,61 @@ def _escaped(text: str) -> str:
     import html
 
     return html.escape(text, quote=True)
+
+
+def conversation_run(calls: int, *, text: str = "") -> tuple[Ledger, str]:
+    """One conversation growing by a response and a tool message a call, for `calls` calls."""
+    ledger = Ledger.open("memory://")
+    with ledger.record_run("chat") as run:
+        messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "go"}]
+        for index in range(calls):
+            response = {"role": "assistant", "content": f"answer number {index}"}
+            run.model_call(provider="scripted", model="m", messages=messages, response=response)
+            messages = [*messages, response, {"role": "tool", "content": f"result {index}{text}"}]
+    return ledger, run.run_id
+
+
+def test_each_model_call_shows_only_the_messages_no_earlier_call_showed() -> None:
+    """A growing conversation shows each message once; later calls point at the earlier call."""
+    ledger, run_id = conversation_run(4)
+    text = render_report(build_report(ledger, run_id))
+    page = parse(text)
+    calls = [e.position for e in ledger.events(run_id) if e.kind == "ModelCalled"]
+    assert text.count("be brief") == 1
+    assert text.count("result 1<") == 1
+    assert text.count("answer number 1<") == 1
+    for earlier, later in itertools.pairwise(calls):
+        assert f'as in <a href="#ev-{earlier}">position {earlier}</a>' in text
+        assert f"ev-{earlier}" in page.ids
+        assert later > earlier
+    note = f"Messages (8): 7 earlier messages as in position {calls[2]} (its messages and response)"
+    assert note in re.sub(r"<[^>]+>", "", text)
+
+
+def test_a_growing_conversation_keeps_the_page_linear() -> None:
+    """Doubling the calls of one growing conversation about doubles the page, not quadruples."""
+
+    def size(calls: int) -> int:
+        ledger, run_id = conversation_run(calls, text=" with some words" * 20)
+        return len(render_report(build_report(ledger, run_id)))
+
+    assert size(80) < 2.2 * size(40)
+
+
+def test_a_long_message_is_cut_with_the_whole_text_in_a_closed_details() -> None:
+    """Past the visible limit a message shows its start; the whole text sits in closed details."""
+    long = "word " * 1_000 + "THE END"
+    ledger = Ledger.open("memory://")
+    with ledger.record_run("long") as run:
+        run.model_call(
+            provider="scripted",
+            model="m",
+            messages=[{"role": "user", "content": long}],
+            response={"role": "assistant", "content": "ok"},
+        )
+    text = render_report(build_report(ledger, run.run_id))
+    assert f"<pre>{'word ' * 400}" in text
+    assert f"[... {len(long) - VISIBLE_CHARS:,} more characters]" in text
+    whole = f"<summary>the whole text ({len(long):,} characters)</summary><pre>{long}</pre>"
+    assert f"<details>{whole}" in text
+    assert text.count("THE END") == 1
