@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_ledger import Cli as LedgerCli
+from test_cli_ledger import Output
 
 from agentledger.cli import main
 from agentledger.cli._format import runs_table, timeline
@@ -28,28 +30,14 @@ from agentledger.ledger import Ledger, StorageError
 from agentledger.replay import _replay as replay_module
 
 
-@dataclass
-class Output:
-    """What one CLI invocation returned and printed."""
-
-    status: int
-    out: str
-    err: str
-
-
-class Cli:
-    """Calls the CLI in-process and captures what it printed."""
-
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self._capsys = capsys
+class Cli(LedgerCli):
+    """The CLI in-process (tests/test_cli_ledger.py), also checking that nothing is a traceback."""
 
     def __call__(self, *argv: str) -> Output:
         """Run ``agentledger ARGV``."""
-        self._capsys.readouterr()
-        status = main(list(argv))
-        captured = self._capsys.readouterr()
-        assert "Traceback" not in captured.err
-        return Output(status, captured.out, captured.err)
+        result = super().__call__(*argv)
+        assert "Traceback" not in result.err
+        return result
 
 
 @pytest.fixture
