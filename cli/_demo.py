@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 from agentledger.agents import run_agent
 from agentledger.agents.testing import load_scenario
@@ -22,6 +23,23 @@ from agentledger.cli._format import terminal_width, timeline
 from agentledger.ledger import RecordedEvent
 
 __all__ = ["cmd_demo", "register"]
+
+
+def command_name() -> str:
+    """How to call this command again from here: ``.venv/bin/agentledger`` after ``make demo``.
+
+    The path the command was started by, relative to the working directory when it lies
+    inside it; plain ``agentledger`` when it was found on PATH (or run some other way).
+    """
+    started = Path(sys.argv[0])
+    if started.name != "agentledger":
+        return "agentledger"
+    if not started.is_absolute():
+        return str(started)
+    try:
+        return str(started.relative_to(Path.cwd()))
+    except ValueError:
+        return "agentledger"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,9 +88,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"  {problem}")
         short = result.run_id[:8]
+        me = command_name()
         print(
-            f"\nNext: agentledger show {short}   agentledger replay {short}   "
-            f"agentledger rerun {short}   agentledger verify"
+            f"\nNext: {me} show {short}   {me} replay {short}   {me} rerun {short}   "
+            f"{me} report {short} -o run.html   {me} verify"
         )
         return 0 if report.ok else 1
 
