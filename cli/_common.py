@@ -6,11 +6,12 @@ import argparse
 import datetime as dt
 import re
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from agentledger.ledger import Clock, EventLogger, Ledger, LedgerError, Limits
 
-__all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run"]
+__all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run", "write_output"]
 
 TIME_FORMS = (
     "an ISO 8601 time (2026-01-31T09:30:00+01:00, taken as UTC without an offset), "
@@ -97,3 +98,15 @@ def fail(message: str) -> NoReturn:
 def describe(error: LedgerError) -> str:
     """A one-line description of a ledger error."""
     return f"{type(error).__name__}: {error}"
+
+
+def write_output(output: str | None, text: str) -> None:
+    """Write `text` to the file `output` (saying so on stderr), or to stdout when none is given."""
+    if not output:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot write {output!r}: {e}") from None
+    print(f"wrote {output} ({len(text.encode()):,} bytes)", file=sys.stderr)

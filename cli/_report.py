@@ -10,13 +10,11 @@ snapshots: a report reads the ledger only.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._common import CliError, open_ledger, resolve_run, write_output
 from agentledger.cli._report_html import ReportData, Seen, render_report
 from agentledger.cli._trust_commands import verifier_keys
 from agentledger.ledger import Ledger, LedgerError, blob_refs_in
@@ -58,14 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_id = resolve_run(ledger, args.run)
         data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
     page = render_report(data)
-    if args.output:
-        try:
-            Path(args.output).write_text(page, encoding="utf-8")
-        except OSError as e:
-            raise CliError(f"cannot write {args.output!r}: {e}") from None
-        print(f"wrote {args.output} ({len(page.encode())} bytes)", file=sys.stderr)
-    else:
-        sys.stdout.write(page)
+    write_output(args.output, page)
     intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
     return 0 if intact else 1
 

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentledger.cli._common import CliError, open_ledger, plural, resolve_run
+from agentledger.cli._common import CliError, open_ledger, plural, resolve_run, write_output
 from agentledger.ledger.signed_note import (
     NoteError,
     read_signer_key,
@@ -107,14 +107,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         if progress is not None:
             print(file=sys.stderr)
         note = ledger.checkpoint(signer, publish=args.publish)
-    if args.output:
-        try:
-            Path(args.output).write_text(note, encoding="utf-8")
-        except OSError as e:
-            raise CliError(f"cannot write {args.output}: {e}") from None
-        print(f"wrote {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(note)
+    write_output(args.output, note)
     if args.publish:
         print(f"published to {args.publish}", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ from agentledger.cli._report import build_report
 from agentledger.cli._report_html import render_report
 from agentledger.ledger import Ledger
 from agentledger.projections import world_state
+from bench.bench_report import CHROMIUM_FLAGS
 
 GOLDEN = Path(__file__).parent / "golden"
 CHROMIUM = shutil.which("chromium")
@@ -39,18 +40,7 @@ pytestmark = [
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     """Run headless Chromium with a throwaway profile and no background network services."""
     assert CHROMIUM is not None
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        *args,
-    ]
+    command = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args]
     return subprocess.run(command, capture_output=True, timeout=120, check=True)
 
 
