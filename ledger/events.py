@@ -28,6 +28,7 @@ __all__ = [
     "ClarificationRequested",
     "ConfigIdentity",
     "DeltaApplied",
+    "EntryPoint",
     "ErrorInfo",
     "GuardrailTripped",
     "JSONValue",
@@ -161,8 +162,25 @@ class ToolErrorInfo(_Model):
     retryable: bool = False
 
 
+class EntryPoint(_Model):
+    """The user function a run recorded (`Ledger.record_function`): where its code lives.
+
+    `path` is its import path (``module:qualname``; a script run as ``python my_agent.py`` is
+    named by its module name, never ``__main__``), `file` the source file as given at recording
+    time and `source_hash` the SHA-256 of the function's source text (``sha256:<hex>``).
+    """
+
+    path: str
+    file: str | None = None
+    source_hash: str | None = None
+
+
 class RunStarted(LedgerEvent):
-    """A run began: its input, configuration identity, tags and lineage."""
+    """A run began: its input, configuration identity, tags and lineage.
+
+    `entry` is set for a run recorded from a user's function (`Ledger.record_function`): replay
+    imports that function and runs it again against the record.
+    """
 
     agent: str
     input: JSONValue = None
@@ -173,6 +191,7 @@ class RunStarted(LedgerEvent):
     parent_position: SafeInt | None = None
     relation: Literal["fork", "rerun", "resume"] | None = None
     overrides: JSONObject = Field(default_factory=dict)
+    entry: EntryPoint | None = None
 
 
 class PolicyDecided(LedgerEvent):
@@ -216,7 +235,9 @@ class ModelCalled(LedgerEvent):
     message and its parent's ref), so a growing conversation stores each message once.
     `response_ref` is the node the response adds to that chain. Two calls made the same
     request exactly when `request_fingerprint(payload)` agrees (model, params, messages_ref,
-    tools_ref): it is derived, so it is not stored.
+    tools_ref): it is derived, so it is not stored. A streamed call also records its time to
+    first token (`ttft_ms`), its chunk count and `chunks_ref`, a blob of per-chunk timings
+    (``[[ms since the request, characters], ...]``); the response is the assembled one.
     """
 
     call_id: str
@@ -236,6 +257,9 @@ class ModelCalled(LedgerEvent):
     attempts: list[Attempt] = Field(default_factory=list)
     error: ErrorInfo | None = None
     served_from: str | None = None
+    ttft_ms: float | None = None
+    chunk_count: SafeInt | None = None
+    chunks_ref: BlobRef | None = None
 
 
 class ToolCalled(LedgerEvent):

@@ -1,8 +1,9 @@
 """Comparing a replayed event with the recorded one: what counts, and how a mismatch reads.
 
 Owns ``comparable(kind, version, payload)`` - a payload upcast to the current schema with the
-fields that depend on timing removed (model and tool latencies, retry timings, the head hash
-that depends on timestamps, a failure's traceback, the code version) - and ``Divergence``, the
+fields that depend on timing removed (model and tool latencies, stream timings, retry timings,
+the head hash that depends on timestamps, a failure's traceback, the code version, where a
+recorded function's code lives) - and ``Divergence``, the
 structured report of the first mismatch: position, expected and actual kind and payload, and
 the changed paths. Envelope fields (timestamp, event id, prev, hash) are never compared: they
 are not part of a payload. Must not import agents.
@@ -23,6 +24,10 @@ LINEAGE_FIELDS = frozenset({"parent_run_id", "parent_position", "relation", "ove
 parent differ only there)."""
 
 
+_MODEL_TIMING = frozenset({"latency_ms", "ttft_ms", "chunk_count", "chunks_ref"})
+"""ModelCalled fields that depend on timing or on how a provider cut its stream into chunks."""
+
+
 def comparable(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
     """A recorded payload as the current code would write it, timing fields removed."""
     cls = event_type(kind)
@@ -39,7 +44,7 @@ def comparable_event(event: LedgerEvent) -> dict[str, Any]:
 
 def _strip(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     if kind == "ModelCalled":
-        out = {k: v for k, v in payload.items() if k != "latency_ms"}
+        out = {k: v for k, v in payload.items() if k not in _MODEL_TIMING}
         if "attempts" in out:
             out["attempts"] = [
                 {k: v for k, v in a.items() if k not in ("latency_ms", "backoff_s")}
@@ -59,6 +64,9 @@ def _strip(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         config = out.get("config")
         if isinstance(config, dict):
             out["config"] = {k: v for k, v in config.items() if k != "code_version"}
+        entry = out.get("entry")
+        if isinstance(entry, dict):  # where the code lives and its text may change; not its name
+            out["entry"] = {k: v for k, v in entry.items() if k == "path"}
         return out
     return payload
 
