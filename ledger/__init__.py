@@ -12,6 +12,17 @@ from agentledger.ledger._canonical import as_recorded, canonical_json
 from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
 from agentledger.ledger._codec import DICTIONARY_V1, unpack_blob, unpack_state
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
+from agentledger.ledger._instrument import (
+    ENTRY_POINT_GROUP,
+    CallRecord,
+    Instrumentation,
+    ModelCallPort,
+    ServedCall,
+    UninstrumentableClientError,
+    instrumentation_for,
+    instrumentations,
+    register_instrumentation,
+)
 from agentledger.ledger._ledger import Ledger, RunQuery
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._logging import EventLogger
@@ -52,8 +63,10 @@ from agentledger.ledger.errors import (
 
 __all__ = [
     "DICTIONARY_V1",
+    "ENTRY_POINT_GROUP",
     "GENESIS",
     "INLINE_LIMIT",
+    "CallRecord",
     "Checkpoint",
     "CheckpointCheck",
     "CheckpointError",
@@ -67,6 +80,7 @@ __all__ = [
     "ExportVerification",
     "IdSource",
     "ImportRefusedError",
+    "Instrumentation",
     "InvalidEventError",
     "InvalidPayloadError",
     "Ledger",
@@ -75,6 +89,7 @@ __all__ = [
     "Limits",
     "LogHead",
     "LogProblem",
+    "ModelCallPort",
     "ModelCallRecord",
     "Problem",
     "RandomIds",
@@ -85,11 +100,13 @@ __all__ = [
     "RunQuery",
     "RunRecorder",
     "SequentialIds",
+    "ServedCall",
     "StepClock",
     "StorageError",
     "SystemClock",
     "TransparencyLog",
     "TransparencyLogError",
+    "UninstrumentableClientError",
     "UnknownBlobError",
     "UnknownRunError",
     "UnknownSchemeError",
@@ -101,7 +118,10 @@ __all__ = [
     "canonical_json",
     "envelope_hash",
     "format_timestamp",
+    "instrumentation_for",
+    "instrumentations",
     "parse_timestamp",
+    "register_instrumentation",
     "unpack_blob",
     "unpack_state",
     "verify_export",

@@ -12,6 +12,7 @@ calls arrive as plain JSON.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +25,12 @@ from pydantic import BaseModel, ValidationError
 
 from agentledger.ledger._canonical import canonical_json
 from agentledger.ledger._hashing import blob_ref
+from agentledger.ledger._instrument import (
+    CallRecord,
+    ModelCallPort,
+    ServedCall,
+    instrumentation_for,
+)
 from agentledger.ledger._ledger import Prepared
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger.errors import (
@@ -261,6 +268,40 @@ class RunRecorder:
         ref = self.put_blob(text)
         return PromptRef(name=name, version=version, hash=ref, text_ref=ref)
 
+    # Instrumented clients --------------------------------------------------------------------
+
+    def instrument(self, client: Any) -> Any:
+        """``client`` (an OpenAI or Anthropic SDK client, sync or async) with its calls recorded.
+
+        The returned object has the client's interface; every model call made through it is
+        recorded as ModelCalled (streams are passed through chunk by chunk and recorded when they
+        end). Raises `UninstrumentableClientError` when no installed instrumentation handles the
+        client's type.
+        """
+        return instrumentation_for(client).wrap(client, self.model_port())
+
+    def model_port(self) -> ModelCallPort:
+        """The port instrumented clients record through (a replaying recorder serves instead)."""
+        return _LivePort(self)
+
+    def record_call(self, call: CallRecord) -> int:
+        """Record one instrumented call as ModelCalled; returns its position."""
+        return self.model_call(
+            provider=call.provider,
+            model=call.model,
+            messages=call.messages,
+            response=call.response,
+            params=call.params,
+            tools=call.tools,
+            usage=dict(call.usage),
+            latency_ms=call.latency_ms,
+            attempts=call.attempts,
+            error=call.error,
+            finish_reason=call.finish_reason,
+            ttft_ms=call.ttft_ms,
+            chunks=call.chunks,
+        ).position
+
     # Typed helpers ---------------------------------------------------------------------------
 
     def model_call(
@@ -284,8 +325,14 @@ class RunRecorder:
         actor: str | None = None,
         caused_by: int | None = None,
         served_from: str | None = None,
+        ttft_ms: float | None = None,
+        chunks: Sequence[Sequence[float]] | None = None,
     ) -> ModelCallRecord:
-        """Record one model call: messages (as a chain), response, usage, latency, attempts."""
+        """Record one model call: messages (as a chain), response, usage, latency, attempts.
+
+        A streamed call also gives its time to first token and per-chunk timings
+        (``[[ms since the request, characters], ...]``, stored as a blob).
+        """
         with self._staged(chain=True):
             return self._model_call(
                 provider=provider,
@@ -306,6 +353,8 @@ class RunRecorder:
                 actor=actor,
                 caused_by=caused_by,
                 served_from=served_from,
+                ttft_ms=ttft_ms,
+                chunks=chunks,
             )
 
     def _model_call(
@@ -329,8 +378,13 @@ class RunRecorder:
         actor: str | None,
         caused_by: int | None,
         served_from: str | None,
+        ttft_ms: float | None = None,
+        chunks: Sequence[Sequence[float]] | None = None,
     ) -> ModelCallRecord:
         head = self.messages_ref(messages)
+        chunks_ref = None
+        if chunks is not None:
+            chunks_ref = self.put_blob({"chunks": [list(chunk) for chunk in chunks]})
         tools_ref = self.put_blob(list(tools)) if tools else None
         params_dict = dict(params or {})
         response_ref = None
@@ -358,6 +412,9 @@ class RunRecorder:
             actor=actor or f"{provider}:{model}",
             caused_by=caused_by,
             served_from=served_from,
+            ttft_ms=ttft_ms,
+            chunk_count=len(chunks) if chunks is not None else None,
+            chunks_ref=chunks_ref,
         )
         position = self.record(event)
         fingerprint = request_fingerprint(
@@ -641,6 +698,28 @@ class RunRecorder:
         else:
             self._depth = 0
             self.fail(exc)
+
+
+class _LivePort:
+    """The recording port: each finished call becomes a ModelCalled; nothing is served."""
+
+    def __init__(self, recorder: RunRecorder) -> None:
+        self._recorder = recorder
+
+    @property
+    def replaying(self) -> bool:
+        return False
+
+    def record_call(self, call: CallRecord) -> int:
+        return self._recorder.record_call(call)
+
+    async def arecord_call(self, call: CallRecord) -> int:
+        return await asyncio.to_thread(self._recorder.record_call, call)
+
+    def serve_call(self, call: CallRecord) -> ServedCall:
+        del call
+        msg = "a recording run serves nothing from a record: call the model"
+        raise LedgerError(msg)
 
 
 def _build(schema: type[_M], /, **fields: Any) -> _M:
