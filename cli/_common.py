@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from agentledger.ledger import Clock, EventLogger, Ledger, LedgerError, Limits
+from agentledger.ledger import Clock, Ledger, LedgerError, Limits
 
 __all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run", "write_output"]
 
@@ -35,7 +35,11 @@ def open_ledger(
     still reads). A command with ``--max-payload-bytes`` / ``--max-depth`` options opens it
     with those `Limits` (the defaults otherwise).
     """
-    log = EventLogger(json=args.log_json) if args.verbose else None
+    log = None
+    if args.verbose:  # structlog is imported only when asked for
+        from agentledger.ledger import EventLogger
+
+        log = EventLogger(json=args.log_json)
     caps = {
         name: value
         for name in ("max_payload_bytes", "max_depth")

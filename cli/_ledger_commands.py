@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentledger.cli._common import (
     CliError,
@@ -19,14 +19,6 @@ from agentledger.cli._common import (
     resolve_run,
 )
 from agentledger.cli._format import conversations, runs_table, terminal_width, timeline
-from agentledger.cli._projection_commands import runs_from_read_model
-from agentledger.cli._report import new_messages
-from agentledger.cli._report_html import Seen
-from agentledger.cli._trust_commands import (
-    read_checkpoint_file,
-    verifier_keys,
-    verify_file_command,
-)
 from agentledger.ledger import (
     ImportRefusedError,
     Ledger,
@@ -35,7 +27,14 @@ from agentledger.ledger import (
     VerifyReport,
     blob_refs_in,
 )
-from agentledger.projections import ProjectionError, SnapshotReport, verify_snapshots
+
+if TYPE_CHECKING:
+    from agentledger.cli._report_html import Seen
+    from agentledger.projections import SnapshotReport
+
+# The read model, the report renderer and the trust commands are imported by the commands that
+# use them, so `runs`, `show` and `verify` start without SQLAlchemy, the signing library or the
+# report's assets.
 
 __all__ = ["register"]
 
@@ -151,6 +150,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise CliError(f"--limit must be at least 1, got {args.limit} (for every run: --all)")
     limit = None if args.all else args.limit
     if args.model or args.prompt:
+        from agentledger.cli._projection_commands import runs_from_read_model
+
         return runs_from_read_model(args, limit)
     with open_ledger(args, read_only=True) as ledger:
         since = parse_time("--since", args.since, ledger.clock)
@@ -208,6 +209,9 @@ def show_target(ledger: Ledger, text: str) -> str:
 
 def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[str, Any]]]:
     """A run's model calls, each with its new messages, where the earlier ones are, response."""
+    from agentledger.cli._report import new_messages
+    from agentledger.cli._report_html import Seen
+
     seen: dict[str, Seen] = {}
     calls = []
     for record in ledger.events(run_id):
@@ -248,10 +252,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run or all (or an export file offline)."""
     if args.file:
+        from agentledger.cli._trust_commands import verify_file_command
+
         return verify_file_command(args)
     if args.checkpoint and not args.vkey:
         raise CliError("verify --checkpoint needs --vkey: the verifier key that signs it")
-    keys = verifier_keys(args.vkey)
+    keys: list[str] = []
+    if args.vkey:
+        from agentledger.cli._trust_commands import verifier_keys
+
+        keys = verifier_keys(args.vkey)
     with open_ledger(args, read_only=True) as ledger:
         run_id = resolve_run(ledger, args.run) if args.run else None
         report = ledger.verify(run_id, checkpoint=args.checkpoint or None, verifier_keys=keys)
@@ -332,6 +342,8 @@ def print_checkpoint_summary(report: VerifyReport) -> None:
 
 def verify_snapshots_deeply(ledger: Ledger, run_id: str | None) -> SnapshotReport:
     """``verify --deep``: re-fold the events behind every stored world-state snapshot."""
+    from agentledger.projections import ProjectionError, verify_snapshots
+
     try:
         return verify_snapshots(ledger, run_id)
     except ProjectionError as e:
@@ -352,7 +364,11 @@ def print_snapshot_report(report: SnapshotReport) -> bool:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export a run."""
-    note = read_checkpoint_file(args.checkpoint) if args.checkpoint else None
+    note = None
+    if args.checkpoint:
+        from agentledger.cli._trust_commands import read_checkpoint_file
+
+        note = read_checkpoint_file(args.checkpoint)
     to_stdout = args.output == "-"
     if to_stdout and args.json:
         raise CliError("export --json reports on stdout: give -o FILE, not -o -")

@@ -3,46 +3,60 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 from urllib.parse import quote
 
-from agentledger.cli import (
-    _demo,
-    _diff_command,
-    _ledger_commands,
-    _projection_commands,
-    _replay_commands,
-    _report,
-    _run_command,
-    _state_command,
-    _trust_commands,
-)
 from agentledger.cli._common import CliError
-from agentledger.ledger import LedgerError
+from agentledger.ledger.errors import LedgerError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 ENV_DB = "AGENTLEDGER_DB"
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-COMMAND_MODULES: tuple[Registrar, ...] = (
-    _ledger_commands.register,
-    _demo.register,
-    _replay_commands.register,
-    _run_command.register,
-    _state_command.register,
-    _projection_commands.register,
-    _diff_command.register,
-    _trust_commands.register,
-    _report.register,
-)
+
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "_ledger_commands": ("runs", "show", "verify", "export", "import", "annotate"),
+    "_demo": ("demo",),
+    "_replay_commands": ("replay", "rerun", "resume", "fork"),
+    "_run_command": ("run",),
+    "_state_command": ("state",),
+    "_projection_commands": ("projections", "stats"),
+    "_diff_command": ("diff",),
+    "_trust_commands": ("keys", "checkpoint", "prove"),
+    "_report": ("report",),
+}
+"""Each command module and the commands it registers, in help order. A command's module is
+imported only when that command runs (so `runs` never loads the agents, the SDKs or the report
+renderer); `--help` and a command this table does not know import them all."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command registered."""
+def _registrar(module: str) -> Registrar:
+    loaded = importlib.import_module(f"agentledger.cli.{module}")
+    register: Registrar = loaded.register
+    return register
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word in ``argv`` (skipping the global options), or None."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--db":
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+        elif arg == "--":
+            return next(args, None)
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every command, or only ``command``'s module when it is known."""
+    modules = [m for m, names in COMMANDS.items() if command in names] or list(COMMANDS)
     parser = argparse.ArgumentParser(
         prog="agentledger",
         description="An event-sourced, auditable ledger for multi-agent LLM runs.",
@@ -54,16 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
         "path (ledger.db, ./x.db) meaning that SQLite file "
         "(default: $AGENTLEDGER_DB, else sqlite:///agentledger.db)",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each appended event")
     parser.add_argument("--log-json", action="store_true", help="with -v: log lines as JSON")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in COMMAND_MODULES:
-        register(sub)
+    for module in modules:
+        _registrar(module)(sub)
     return parser
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the installed version up only when asked (it costs an import)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("agentledger")
     except PackageNotFoundError:  # running from a source tree that was never installed
@@ -83,7 +111,8 @@ def ledger_url(db: str | None) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(_command_of(words)).parse_args(words)
     try:
         args.db = ledger_url(args.db if args.db is not None else os.environ.get(ENV_DB) or None)
         status: int = args.func(args)

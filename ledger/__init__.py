@@ -7,10 +7,10 @@ and `signed_note` (C2SP signed notes, Ed25519 keys) are public too. Knows nothin
 vendor SDKs.
 """
 
-from agentledger.ledger._audit_file import ExportVerification, verify_export
+from typing import TYPE_CHECKING, Any
+
 from agentledger.ledger._canonical import as_recorded, canonical_json
-from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
-from agentledger.ledger._codec import DICTIONARY_V1, unpack_blob, unpack_state
+from agentledger.ledger._codec import DICTIONARY_V1, pack_blob, unpack_blob, unpack_state
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._instrument import (
     ENTRY_POINT_GROUP,
@@ -25,7 +25,6 @@ from agentledger.ledger._instrument import (
 )
 from agentledger.ledger._ledger import Ledger, RunQuery
 from agentledger.ledger._limits import Limits
-from agentledger.ledger._logging import EventLogger
 from agentledger.ledger._ports import (
     Clock,
     IdSource,
@@ -39,7 +38,6 @@ from agentledger.ledger._ports import (
 from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._run import Run
-from agentledger.ledger._tlog import CheckpointCheck, LogHead, LogProblem, TransparencyLog
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     CheckpointError,
@@ -60,6 +58,39 @@ from agentledger.ledger.errors import (
     UnknownSchemeError,
     UsageError,
 )
+
+if TYPE_CHECKING:
+    from agentledger.ledger._audit_file import ExportVerification, verify_export
+    from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
+    from agentledger.ledger._logging import EventLogger
+    from agentledger.ledger._tlog import CheckpointCheck, LogHead, LogProblem, TransparencyLog
+
+_LAZY = {
+    "ExportVerification": "_audit_file",
+    "verify_export": "_audit_file",
+    "Checkpoint": "_checkpoint",
+    "CheckpointFormatError": "_checkpoint",
+    "EventLogger": "_logging",
+    "CheckpointCheck": "_tlog",
+    "LogHead": "_tlog",
+    "LogProblem": "_tlog",
+    "TransparencyLog": "_tlog",
+}
+"""Names loaded on first use: the transparency log, audit files and logging pull in the signing
+library, psycopg's SQL composer and structlog, which most commands never need."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DICTIONARY_V1",
@@ -120,6 +151,7 @@ __all__ = [
     "format_timestamp",
     "instrumentation_for",
     "instrumentations",
+    "pack_blob",
     "parse_timestamp",
     "register_instrumentation",
     "unpack_blob",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from agentledger.ledger.errors import UsageError
@@ -151,6 +150,8 @@ def instrumentations() -> list[Instrumentation]:
     global _loaded  # noqa: PLW0603 - entry points are loaded once per process
     with _lock:
         if _loaded is None:
+            from importlib.metadata import entry_points
+
             loaded: list[Instrumentation] = []
             for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
                 factory: Callable[[], Instrumentation] = point.load()

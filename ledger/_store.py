@@ -15,24 +15,24 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 from uuid import UUID
 
 from eventsourcing.persistence import EventStore, PersistenceError
-from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteDatastore
-from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._backends import (
     LedgerRecorder,
     LedgerSQLiteConnection,
     MemoryRecorder,
-    PostgresRecorder,
     SQLiteRecorder,
 )
 from agentledger.ledger._mapper import EnvelopeMapper
 from agentledger.ledger.errors import StorageError, UnknownSchemeError
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresDatastore
 
 __all__ = ["DEFAULT_URL", "SCHEMA_NAME", "Store", "open_store", "postgres_schema", "redact_url"]
 
@@ -269,6 +269,11 @@ def _probe_postgres(url: str, params: dict[str, Any]) -> None:
 
 
 def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
+    from eventsourcing.postgres import PostgresDatastore
+    from psycopg.sql import SQL, Identifier
+
+    from agentledger.ledger._backends_pg import PostgresRecorder
+
     parts = urlsplit(url)
     schema = postgres_schema(url)
     params: dict[str, Any] = {

@@ -480,3 +480,40 @@ def test_show_conversation_prints_each_message_once_wrapped(cli: Cli, tmp_path: 
     assert "  => assistant: answer 2" in lines
     assert "  tool: result 1" in lines
     assert "  (5 earlier as in #3: its messages and response)" in lines
+
+
+def test_the_command_table_names_what_each_module_registers() -> None:
+    """`agentledger CMD` imports only CMD's module: the table must match what modules register."""
+    import argparse
+    import importlib
+
+    from agentledger.cli._main import COMMANDS
+
+    for module, names in COMMANDS.items():
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(f"agentledger.cli.{module}").register(sub)
+        assert tuple(sub.choices) == names, module
+
+
+def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> None:
+    """`runs`, `show` and `verify` on SQLite load no agents, SDKs, psycopg, SQLAlchemy or crypto."""
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    with Ledger.open(db) as ledger, ledger.record_run("a", input="q") as run:
+        run.answer("x")
+    heavy = ["agentledger.agents", "openai", "anthropic", "psycopg", "sqlalchemy", "cryptography"]
+    heavy += ["structlog", "agentledger.projections", "eventsourcing.postgres"]
+    for command in (["runs"], ["show", "last"], ["verify"]):
+        script = (
+            "import sys\nfrom agentledger.cli import main\n"
+            f"status = main(['--db', {db!r}, *{command!r}])\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+            "raise SystemExit(status)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        )
+        assert done.stdout.strip().splitlines()[-1] == "[]", (command, done.stdout)

@@ -1,0 +1,220 @@
+"""The ledger's PostgreSQL recorder: eventsourcing's application recorder plus blobs and runs.
+
+Split from `_backends` so that a SQLite or memory ledger never imports psycopg or
+eventsourcing's PostgreSQL module. Must not know agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg.errors import DuplicateObject
+from psycopg.sql import SQL, Identifier
+
+from agentledger.ledger._backends import (
+    _RUN_COLUMNS,
+    EVENTS_TABLE,
+    SCHEMA_VERSION,
+    _filter_sql,
+    _row_to_info,
+    _run_insert_params,
+    _run_update_params,
+)
+from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
+from agentledger.ledger._tlog_tables_pg import postgres_log_statements
+
+__all__ = ["PostgresRecorder"]
+
+
+class PostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's PostgreSQL application recorder plus blobs and the runs index."""
+
+    def __init__(self, datastore: PostgresDatastore, events_table_name: str = EVENTS_TABLE):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(datastore.schema)
+        self._blobs = SQL("{}.agentledger_blobs").format(schema)
+        self._runs = SQL("{}.agentledger_runs").format(schema)
+        self._tags = SQL("{}.agentledger_run_tags").format(schema)
+        self._schema = SQL("{}.agentledger_schema").format(schema)
+        events = SQL("{}.{}").format(schema, Identifier(events_table_name))
+        self.sql_create_statements += [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (ref TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+                "encoding TEXT NOT NULL, data BYTEA NOT NULL)"
+            ).format(self._blobs),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, "
+                "status TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT, "
+                "last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
+                "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)"
+            ).format(self._runs),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
+                "PRIMARY KEY (tag, run_id))"
+            ).format(self._tags),
+            SQL(
+                "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
+                "END $$"
+            ).format(schema),
+        ]
+        self.sql_create_statements += postgres_log_statements(schema)
+        for table, name in ((events, "events"), (self._blobs, "blobs")):
+            self.sql_create_statements += [
+                SQL(
+                    "CREATE OR REPLACE TRIGGER {} BEFORE UPDATE OR DELETE ON {} "
+                    "FOR EACH ROW EXECUTE FUNCTION {}.agentledger_append_only()"
+                ).format(Identifier(f"agentledger_{name}_append_only"), table, schema),
+                SQL(
+                    "CREATE OR REPLACE TRIGGER {} BEFORE TRUNCATE ON {} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION {}.agentledger_append_only()"
+                ).format(Identifier(f"agentledger_{name}_no_truncate"), table, schema),
+            ]
+
+    def create_table(self) -> None:
+        """Create tables, functions and triggers only when the schema is not at this version.
+
+        Re-running the DDL on every open (``CREATE OR REPLACE FUNCTION/TRIGGER``) made
+        concurrent opens deadlock. Now an open reads `SCHEMA_VERSION` from
+        ``agentledger_schema`` and, when it is current, only registers eventsourcing's type
+        adapters. Otherwise it takes a transaction-level advisory lock for the schema, checks
+        again, and runs the DDL (composite types in savepoints: they have no IF NOT EXISTS).
+        """
+        if self._schema_version() != SCHEMA_VERSION:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                    (f"agentledger:{self.datastore.schema}",),
+                )
+                if self._schema_version(curs) != SCHEMA_VERSION:
+                    self._create_everything(curs)
+        self.datastore.register_type_adapters()
+
+    def _create_everything(self, curs: Any) -> None:
+        for statement in self.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                try:
+                    with curs.connection.transaction():  # a savepoint
+                        curs.execute(statement, prepare=False)
+                except DuplicateObject:
+                    pass
+        self._create_table(curs)
+        curs.execute(
+            SQL("CREATE TABLE IF NOT EXISTS {} (version INTEGER NOT NULL)").format(self._schema)
+        )
+        curs.execute(SQL("DELETE FROM {}").format(self._schema))
+        curs.execute(
+            SQL("INSERT INTO {} (version) VALUES (%s)").format(self._schema), (SCHEMA_VERSION,)
+        )
+
+    def _schema_version(self, curs: Any = None) -> int | None:
+        """The version the schema's tables were created at, or None (none yet, or older)."""
+        if curs is not None:
+            return self._read_version(curs)
+        with self.datastore.get_connection() as conn, conn.cursor() as fresh:
+            return self._read_version(fresh)
+
+    def _read_version(self, curs: Any) -> int | None:
+        name = f'"{self.datastore.schema}".agentledger_schema'
+        if curs.execute(SQL("SELECT to_regclass(%s) AS t"), (name,)).fetchone()["t"] is None:
+            return None
+        row = curs.execute(SQL("SELECT max(version) AS v FROM {}").format(self._schema)).fetchone()
+        return None if row is None or row["v"] is None else int(row["v"])
+
+    def _insert_events(
+        self,
+        curs: Any,
+        stored_events: Sequence[StoredEvent],  # noqa: ARG002 - eventsourcing's hook signature
+        *,
+        blobs: Sequence[BlobRow] = (),
+        runs: Sequence[RunIndexUpdate] = (),
+        **_: Any,
+    ) -> None:
+        if blobs:
+            curs.executemany(
+                SQL(
+                    "INSERT INTO {} (ref, size, encoding, data) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (ref) DO NOTHING"
+                ).format(self._blobs),
+                [(b.ref, b.size, b.encoding, b.data) for b in blobs],
+            )
+        for update in runs:
+            if update.started is not None:
+                curs.execute(
+                    SQL(
+                        "INSERT INTO {} (" + _RUN_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, "
+                        "%s, %s, %s, %s, %s)"
+                    ).format(self._runs),
+                    _run_insert_params(update),
+                )
+                for tag in update.tags:
+                    curs.execute(
+                        SQL(
+                            "INSERT INTO {} (tag, run_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+                        ).format(self._tags),
+                        (tag, update.run_id),
+                    )
+            else:
+                curs.execute(
+                    SQL(
+                        "UPDATE {} SET last_position = %s, head_hash = %s, status = %s, "
+                        "ended_at = COALESCE(ended_at, %s), updated_at = %s WHERE run_id = %s"
+                    ).format(self._runs),
+                    _run_update_params(update),
+                )
+
+    def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """Return the stored blobs among `refs`."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT ref, size, encoding, data FROM {} WHERE ref = ANY(%s)").format(
+                    self._blobs
+                ),
+                (list(refs),),
+            )
+            return {
+                row["ref"]: BlobRow(row["ref"], row["size"], row["encoding"], bytes(row["data"]))
+                for row in curs.fetchall()
+            }
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """Return a run's index row."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT " + _RUN_COLUMNS + " FROM {} WHERE run_id = %s").format(self._runs),
+                (run_id,),
+            )
+            row = curs.fetchone()
+            if row is None:
+                return None
+            curs.execute(SQL("SELECT tag FROM {} WHERE run_id = %s").format(self._tags), (run_id,))
+            return _row_to_info(row, [t["tag"] for t in curs.fetchall()])
+
+    def list_runs(self, where: RunQuery) -> list[RunInfo]:
+        """Return index rows, newest first."""
+        sql, params = _filter_sql(where, "%s")
+        sql = sql.replace("agentledger_run_tags", "{tags}")
+        query = SQL("SELECT " + _RUN_COLUMNS + " FROM {runs} r" + sql).format(
+            runs=self._runs, tags=self._tags
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, params)
+            rows = curs.fetchall()
+            curs.execute(SQL("SELECT tag, run_id FROM {}").format(self._tags))
+            tags: dict[str, list[str]] = {}
+            for t in curs.fetchall():
+                tags.setdefault(t["run_id"], []).append(t["tag"])
+        return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
+
+    def all_run_ids(self) -> list[str]:
+        """Every run id that has events."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT DISTINCT originator_id FROM {}.{}").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name)
+                )
+            )
+            return sorted(str(row["originator_id"]) for row in curs.fetchall())
