@@ -101,6 +101,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         full, cached = _compare(ledger, run_id, last, FULL_REPEATS)
         worst_at = count  # delta k is at position k + 1: this is the delta before the last
         worst_full, worst_cached = _compare(ledger, run_id, worst_at, 1)
+        stored, canonical = _snapshot_bytes(ledger)
         engine_for(ledger).dispose()
     speedup_note = (
         "value = world_state(snapshots=True) in ms, baseline = full fold in ms (SQLite file); "
@@ -130,7 +131,35 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "unit": "s",
             "note": "information: value = one-off snapshot cost, baseline = recording the run",
         },
+        {
+            "name": f"bytes of the {written} snapshots as stored vs their canonical JSON",
+            "value": stored,
+            "baseline": canonical,
+            "ratio": round(stored / canonical, 3) if canonical else None,
+            "target": None,
+            "unit": "B",
+            "higher_is_better": False,
+            "note": "information: states over 1 KiB are stored packed (Zstandard, the ledger's "
+            "dictionary); before, they were stored as their canonical JSON (ratio 1.0)",
+        },
     ]
+
+
+def _snapshot_bytes(ledger: Ledger) -> tuple[int, int]:
+    """(bytes the snapshot states take as stored, bytes of their canonical JSON)."""
+    from sqlalchemy import text
+
+    from agentledger.ledger import unpack_blob
+
+    stored = canonical = 0
+    with engine_for(ledger).connect() as connection:
+        for state, packed in connection.execute(
+            text("SELECT state, state_packed FROM agentledger_snapshots")
+        ):
+            data = unpack_blob("zstd-d1", packed) if packed else state.encode("utf-8")
+            stored += len(packed) if packed else len(data)
+            canonical += len(data)
+    return stored, canonical
 
 
 def main(argv: list[str]) -> int:

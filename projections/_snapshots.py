@@ -11,7 +11,10 @@ How snapshots work:
 - A snapshot holds the world state after `position` and the number of DeltaApplied events up
   to it (`deltas`). Snapshots are due after every ``every``-th delta of a run (the 1000th,
   2000th, ...), so their positions depend only on the run, never on who asked for what.
-- The state is stored as RFC 8785 canonical JSON with ``checksum = sha256(state)``. A row whose
+- The state is stored as RFC 8785 canonical JSON with ``checksum = sha256(state)``: a state over
+  `PACK_OVER` bytes is packed with the ledger's blob codec (Zstandard with its preset dictionary)
+  into ``state_packed`` (``state`` is then empty), a smaller one stays readable text in
+  ``state``. Tables made before packing gain the column on first use. A row whose
   checksum fails, or that cannot be read, is skipped with a ``snapshot.ignored`` warning naming
   the run and position; the fold then uses an older valid snapshot, or the events from the start.
 - Each snapshot carries ``event_hash``: the hash recomputed from the content of the event at its
@@ -49,6 +52,7 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -70,6 +74,8 @@ from agentledger.ledger import (
     LedgerError,
     canonical_json,
     envelope_hash,
+    pack_blob,
+    unpack_blob,
 )
 from agentledger.projections._deltas import RunSpan, delta_patches, last_position, run_span
 from agentledger.projections._json import JSONValue
@@ -98,6 +104,11 @@ SNAPSHOTS_TABLE = "agentledger_snapshots"
 DEFAULT_EVERY = 1000
 """Deltas between snapshots: a read folds at most this many minus one."""
 
+BLOB_ENCODING = "zstd-d1"
+"""How ``state_packed`` is packed: the ledger's blob encoding of the same name."""
+PACK_OVER = 1024
+"""States whose canonical JSON is larger than this many bytes are stored packed."""
+
 _MAX_EXACT_INT = 2**53 - 1
 
 _metadata = MetaData()
@@ -110,8 +121,20 @@ _table = Table(
     Column("state", Text, nullable=False),
     Column("checksum", String(64), nullable=False),
     Column("event_hash", String(64)),
+    Column("state_packed", LargeBinary),
     Column("created", DateTime(timezone=True), server_default=func.current_timestamp()),
 )
+
+
+_COLUMNS = (
+    _table.c.position,
+    _table.c.deltas,
+    _table.c.state,
+    _table.c.checksum,
+    _table.c.event_hash,
+    _table.c.state_packed,
+)
+"""A snapshot row as `_parse` and `StoredSnapshot` take it."""
 
 
 @dataclass(frozen=True)
@@ -177,17 +200,20 @@ class SnapshotStore:
         if event_hash is None:
             raise PositionOutOfRangeError(rid, position, last_position(self._ledger, rid)[1])
         state_json = canonical_json(state)
+        encoding, packed = pack_blob(state_json) if len(state_json) > PACK_OVER else ("raw", b"")
+        packs = encoding == BLOB_ENCODING
         row = {
             "run_id": rid,
             "position": position,
             "deltas": deltas,
-            "state": state_json.decode("utf-8"),
+            "state": "" if packs else state_json.decode("utf-8"),
+            "state_packed": packed if packs else None,
             "checksum": checksum_of(state_json),
             "event_hash": event_hash,
         }
         insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
         statement = insert(_table).values(**row)
-        replaced = ("deltas", "state", "checksum", "event_hash")
+        replaced = ("deltas", "state", "state_packed", "checksum", "event_hash")
         statement = statement.on_conflict_do_update(
             index_elements=["run_id", "position"],
             set_={key: statement.excluded[key] for key in replaced},
@@ -235,8 +261,7 @@ class SnapshotStore:
     def rows(self, run_id: str) -> list[StoredSnapshot]:
         """Every snapshot row of `run_id` as stored (valid or not), by position."""
         rid = _canonical_id(run_id)
-        columns = (_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
-        query = select(*columns, _table.c.event_hash).where(_table.c.run_id == rid)
+        query = select(*_COLUMNS).where(_table.c.run_id == rid)
         found = self._read(lambda c: c.execute(query.order_by(_table.c.position)).all())
         return [StoredSnapshot(rid, *row) for row in found]
 
@@ -264,9 +289,7 @@ class SnapshotStore:
         return int(self._write(lambda c: c.execute(delete(_table)).rowcount))
 
     def _newest_row(self, run_id: str, bound: int | None) -> tuple[Any, ...] | None:
-        columns = (_table.c.position, _table.c.deltas, _table.c.state, _table.c.checksum)
-        query = select(*columns, _table.c.event_hash)
-        query = query.where(_table.c.run_id == run_id)
+        query = select(*_COLUMNS).where(_table.c.run_id == run_id)
         if bound is not None:
             query = query.where(_table.c.position <= bound)
         query = query.order_by(_table.c.position.desc()).limit(1)
@@ -298,26 +321,28 @@ class SnapshotStore:
             # Another process may have created the table between the check and the CREATE.
             if not inspect(self._engine).has_table(SNAPSHOTS_TABLE):
                 raise SnapshotStoreError(self._ledger.url, str(e)) from e
-        self._add_event_hash_column()
+        self._add_column("event_hash", "VARCHAR(64)")
+        binary = "BYTEA" if self._engine.dialect.name == "postgresql" else "BLOB"
+        self._add_column("state_packed", binary)
         self._ready = True
 
-    def _add_event_hash_column(self) -> None:
-        """Give a table made before snapshots carried an event hash its ``event_hash`` column."""
+    def _add_column(self, name: str, sql_type: str) -> None:
+        """Give a table made by an older version the column ``name`` it lacks."""
 
         def columns() -> set[str]:
             return {c["name"] for c in inspect(self._engine).get_columns(SNAPSHOTS_TABLE)}
 
         try:
             present = columns()
-            if "event_hash" in present or "checksum" not in present:
+            if name in present or "checksum" not in present:
                 return  # current, or not our table at all (reads will report it)
             with self._engine.begin() as connection:
                 connection.execute(
-                    text(f"ALTER TABLE {SNAPSHOTS_TABLE} ADD COLUMN event_hash VARCHAR(64)")
+                    text(f"ALTER TABLE {SNAPSHOTS_TABLE} ADD COLUMN {name} {sql_type}")
                 )
         except SQLAlchemyError as e:
             # Another process may have added it between the look and the ALTER.
-            if "event_hash" not in columns():
+            if name not in columns():
                 raise SnapshotStoreError(self._ledger.url, str(e)) from e
 
 
@@ -331,18 +356,26 @@ class StoredSnapshot:
     state: Any
     checksum: Any
     event_hash: Any
+    state_packed: Any = None
 
     def parse(self) -> tuple[Snapshot | None, str]:
         """The snapshot, or None and why its row cannot be trusted (checksum, unreadable)."""
-        row = (self.position, self.deltas, self.state, self.checksum, self.event_hash)
+        row = (
+            self.position,
+            self.deltas,
+            self.state,
+            self.checksum,
+            self.event_hash,
+            self.state_packed,
+        )
         return _parse(self.run_id, row)
 
 
 def _parse(run_id: str, row: tuple[Any, ...]) -> tuple[Snapshot | None, str]:
     """The snapshot in `row`, or None and why it cannot be trusted."""
-    position, deltas, state_text, checksum, event_hash = row
+    position, deltas, state_text, checksum, event_hash, packed = row
     try:
-        data = state_text.encode("utf-8")
+        data = unpack_blob(BLOB_ENCODING, bytes(packed)) if packed else state_text.encode("utf-8")
         if checksum_of(data) != checksum:
             return None, "checksum mismatch"
         state = json.loads(data, parse_int=_parse_int)

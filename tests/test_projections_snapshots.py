@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from structlog.testing import capture_logs
 
-from agentledger.ledger import EventLogger, Ledger
+from agentledger.ledger import EventLogger, Ledger, canonical_json, pack_blob, unpack_blob
 from agentledger.projections import (
     JSONValue,
     PositionOutOfRangeError,
@@ -32,6 +32,7 @@ from agentledger.projections import (
     verify_snapshots,
     world_state,
 )
+from agentledger.projections._snapshots import PACK_OVER
 from agentledger.projections._sql import engine_for
 
 # Strategies -------------------------------------------------------------------------------
@@ -436,3 +437,78 @@ def test_saving_a_snapshot_where_no_event_is_stored_is_refused(ledger: Ledger) -
     with pytest.raises(PositionOutOfRangeError, match=f"0 to {last}"):
         store.save(run_id, last + 1, 3, {"n": 2})
     assert store.positions(run_id) == [0]
+
+
+def big_deltas(count: int) -> list[dict[str, Any]]:
+    """Deltas that build a world state of several kilobytes (it is stored packed)."""
+    return [{f"item{i}": {"text": f"entry {i} " * 40, "n": i}} for i in range(count)]
+
+
+def packed_rows(ledger: Ledger, run_id: str) -> list[tuple[Any, ...]]:
+    """(position, state, state_packed) of each snapshot row of a run."""
+    with engine_for(ledger).connect() as connection:
+        return [
+            tuple(row)
+            for row in connection.execute(
+                text(
+                    "SELECT position, state, state_packed FROM agentledger_snapshots "
+                    "WHERE run_id = :r ORDER BY position"
+                ),
+                {"r": run_id},
+            )
+        ]
+
+
+def test_a_large_state_is_stored_packed_and_reads_back_the_same(ledger: Ledger) -> None:
+    """States over PACK_OVER bytes are packed (a fraction of their JSON); small ones stay text."""
+    run_id = record_deltas(ledger, big_deltas(12))
+    small_id = record_deltas(ledger, counting_deltas(12))
+    take_snapshots(ledger, run_id, every=4)
+    take_snapshots(ledger, small_id, every=4)
+    full = world_state(ledger, run_id)
+    stored = packed_rows(ledger, run_id)
+    assert stored
+    for position, state, packed in stored:
+        canonical = canonical_json(world_state(ledger, run_id, position))
+        assert len(canonical) > PACK_OVER
+        assert state == ""
+        assert len(packed) < len(canonical) / 4
+        assert unpack_blob("zstd-d1", packed) == canonical
+    assert all(state and packed is None for _, state, packed in packed_rows(ledger, small_id))
+    assert world_state(ledger, run_id, snapshots=True, every=None) == full
+
+
+def test_a_tampered_packed_state_is_skipped_and_logged(ledger: Ledger) -> None:
+    """Packed bytes that do not unpack, or unpack to another state, are never trusted."""
+    run_id = record_deltas(ledger, big_deltas(12))
+    take_snapshots(ledger, run_id, every=4)
+    full = world_state(ledger, run_id)
+    positions = [row[0] for row in packed_rows(ledger, run_id)]
+    other = pack_blob(canonical_json({"forged": True} | {str(i): "x" * 90 for i in range(20)}))[1]
+    set_row(ledger, run_id, positions[-1], state_packed=b"\x28\xb5\x2f\xfd garbage")
+    set_row(ledger, run_id, positions[-2], state_packed=other)
+    with capture_logs() as logs:
+        assert world_state(ledger, run_id, snapshots=True, every=None) == full
+    reasons = {w[1]: w[2] for w in warnings_named(logs, "snapshot.ignored")}
+    assert reasons[positions[-2]] == "checksum mismatch"
+    assert reasons[positions[-1]].startswith("unreadable row")
+
+
+def test_a_table_from_before_packing_gains_its_column(sqlite_url: str) -> None:
+    """An older snapshot table (no state_packed column) is upgraded and its rows still read."""
+    with Ledger.open(sqlite_url) as ledger:
+        run_id = record_deltas(ledger, big_deltas(8))
+        full = world_state(ledger, run_id)
+        with engine_for(ledger).begin() as connection:
+            connection.execute(
+                text(
+                    "CREATE TABLE agentledger_snapshots (run_id VARCHAR(64) NOT NULL, "
+                    "position INTEGER NOT NULL, deltas INTEGER NOT NULL, state TEXT NOT NULL, "
+                    "checksum VARCHAR(64) NOT NULL, event_hash VARCHAR(64), created DATETIME, "
+                    "PRIMARY KEY (run_id, position))"
+                )
+            )
+        take_snapshots(ledger, run_id, every=4)
+        assert [row[2] is not None for row in packed_rows(ledger, run_id)] == [True, True]
+        assert world_state(ledger, run_id, snapshots=True, every=None) == full
+        engine_for(ledger).dispose()
