@@ -24,6 +24,7 @@ from agentledger.ledger import (
     Ledger,
     Limits,
     RecordedEvent,
+    RunQuery,
     VerifyReport,
     blob_refs_in,
 )
@@ -155,13 +156,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return runs_from_read_model(args, limit)
     with open_ledger(args, read_only=True) as ledger:
         since = parse_time("--since", args.since, ledger.clock)
-        found = ledger.runs(status=args.status, agent=args.agent, tag=args.tag, since=since)
-    runs = found if limit is None else found[:limit]
+        query = RunQuery(
+            status=args.status, agent=args.agent, tag=args.tag, since=since, limit=limit
+        )
+        runs = ledger.runs(query)
+        total = len(runs) if limit is None or len(runs) < limit else ledger.count_runs(query)
     if args.json:
         print(json.dumps([vars(r) for r in runs], indent=2, default=list))
     else:
         print(runs_table(runs, terminal_width(sys.stdout)))
-    note_truncated(len(runs), len(found))
+    note_truncated(len(runs), total)
     return 0
 
 
@@ -201,7 +205,7 @@ def show_target(ledger: Ledger, text: str) -> str:
     """The run `show` means: ``last`` is the newest run (unless a run has that very id)."""
     if text != "last" or text in ledger.run_ids():
         return resolve_run(ledger, text)
-    newest = ledger.runs()
+    newest = ledger.runs(limit=1)
     if not newest:
         raise CliError(f"no runs in {ledger.url}")
     return newest[0].run_id

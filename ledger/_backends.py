@@ -12,6 +12,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -98,6 +99,10 @@ class LedgerRecorder(Protocol):
         """Return index rows, newest first."""
         ...
 
+    def count_runs(self, where: RunQuery) -> int:
+        """How many index rows match (``where.limit`` ignored)."""
+        ...
+
     def all_run_ids(self) -> list[str]:
         """Every run id that has events (read from the events, not the index)."""
         ...
@@ -124,7 +129,8 @@ def _row_to_info(row: Any, tags: Iterable[str]) -> RunInfo:
     )
 
 
-def _filter_sql(where: RunQuery, mark: str) -> tuple[str, list[Any]]:
+def _where_sql(where: RunQuery, mark: str) -> tuple[str, list[Any]]:
+    """The WHERE clause (or "") selecting the index rows `where` asks for, and its params."""
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("status", where.status), ("agent", where.agent)):
@@ -143,7 +149,16 @@ def _filter_sql(where: RunQuery, mark: str) -> tuple[str, list[Any]]:
             f"AND t.tag = {mark})"
         )
         params.append(where.tag)
-    sql = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+TAGS_BY_ID_UNDER = 1000
+"""A listing of fewer runs than this reads only their tags (by id); a longer one reads them all."""
+
+
+def _filter_sql(where: RunQuery, mark: str) -> tuple[str, list[Any]]:
+    """`_where_sql` plus the listing's order (newest first) and limit."""
+    sql, params = _where_sql(where, mark)
     sql += " ORDER BY r.started_at DESC, r.run_id"
     if where.limit is not None:
         sql += f" LIMIT {int(where.limit)}"
@@ -333,11 +348,25 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT {_RUN_COLUMNS} FROM agentledger_runs r{sql}", params)
             rows = c.fetchall()
-            c.execute("SELECT tag, run_id FROM agentledger_run_tags")
+            ids = [row["run_id"] for row in rows]
+            if len(ids) < TAGS_BY_ID_UNDER:
+                marks = ", ".join("?" * len(ids))
+                c.execute(
+                    f"SELECT tag, run_id FROM agentledger_run_tags WHERE run_id IN ({marks})", ids
+                )
+            else:
+                c.execute("SELECT tag, run_id FROM agentledger_run_tags")
             tags: dict[str, list[str]] = {}
             for t in c.fetchall():
                 tags.setdefault(t["run_id"], []).append(t["tag"])
         return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
+
+    def count_runs(self, where: RunQuery) -> int:
+        """How many index rows match (``where.limit`` ignored)."""
+        sql, params = _where_sql(where, "?")
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT count(*) FROM agentledger_runs r{sql}", params)
+            return int(c.fetchone()[0])
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events, as the ledger spells them (32 lowercase hex digits).
@@ -420,6 +449,10 @@ class MemoryRecorder(POPOApplicationRecorder):
             if where.limit is not None:
                 rows = rows[: where.limit]
             return [_row_to_info(row, self._tags[row["run_id"]]) for row in rows]
+
+    def count_runs(self, where: RunQuery) -> int:
+        """How many index rows match (``where.limit`` ignored)."""
+        return len(self.list_runs(replace(where, limit=None)))
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""

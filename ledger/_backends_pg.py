@@ -18,10 +18,12 @@ from agentledger.ledger._backends import (
     _RUN_COLUMNS,
     EVENTS_TABLE,
     SCHEMA_VERSION,
+    TAGS_BY_ID_UNDER,
     _filter_sql,
     _row_to_info,
     _run_insert_params,
     _run_update_params,
+    _where_sql,
 )
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
 from agentledger.ledger._tlog_tables_pg import postgres_log_statements
@@ -203,11 +205,30 @@ class PostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(query, params)
             rows = curs.fetchall()
-            curs.execute(SQL("SELECT tag, run_id FROM {}").format(self._tags))
+            ids = [row["run_id"] for row in rows]
+            if len(ids) < TAGS_BY_ID_UNDER:
+                curs.execute(
+                    SQL("SELECT tag, run_id FROM {} WHERE run_id = ANY(%s)").format(self._tags),
+                    (ids,),
+                )
+            else:
+                curs.execute(SQL("SELECT tag, run_id FROM {}").format(self._tags))
             tags: dict[str, list[str]] = {}
             for t in curs.fetchall():
                 tags.setdefault(t["run_id"], []).append(t["tag"])
         return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
+
+    def count_runs(self, where: RunQuery) -> int:
+        """How many index rows match (``where.limit`` ignored)."""
+        sql, params = _where_sql(where, "%s")
+        sql = sql.replace("agentledger_run_tags", "{tags}")
+        query = SQL("SELECT count(*) AS n FROM {runs} r" + sql).format(
+            runs=self._runs, tags=self._tags
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, params)
+            row = curs.fetchone()
+        return int(row["n"]) if row is not None else 0
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""

@@ -272,8 +272,18 @@ class Ledger:
         return info
 
     def runs(self, query: RunQuery | None = None, **filters: Any) -> list[RunInfo]:
-        """Runs, newest first, filtered by status, agent, tag and start time."""
-        return self._store.recorder.list_runs(query or RunQuery(**filters))
+        """Runs, newest first, filtered by status, agent, tag and start time.
+
+        ``limit=N`` reads only the N newest matching runs (and only their tags).
+        """
+        query = query or RunQuery(**filters)
+        if query.limit is not None and (isinstance(query.limit, bool) or query.limit < 0):
+            raise UsageError(f"runs: limit must be a whole number >= 0, got {query.limit!r}")
+        return self._store.recorder.list_runs(query)
+
+    def count_runs(self, query: RunQuery | None = None, **filters: Any) -> int:
+        """How many runs `runs` would list for the same filters, without a limit."""
+        return self._store.recorder.count_runs(query or RunQuery(**filters))
 
     def run_ids(self) -> list[str]:
         """Every run id with events, read from the events themselves."""

@@ -12,7 +12,6 @@ calls arrive as plain JSON.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
@@ -714,6 +713,8 @@ class _LivePort:
         return self._recorder.record_call(call)
 
     async def arecord_call(self, call: CallRecord) -> int:
+        import asyncio  # only async callers pay for it
+
         return await asyncio.to_thread(self._recorder.record_call, call)
 
     def serve_call(self, call: CallRecord) -> ServedCall:

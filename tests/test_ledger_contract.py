@@ -29,6 +29,7 @@ from agentledger.ledger import (
     SequentialIds,
     StepClock,
     UnknownRunError,
+    UsageError,
     canonical_json,
 )
 from agentledger.ledger.events import (
@@ -352,6 +353,13 @@ def test_runs_are_listed_newest_first_and_filtered(ledger: Ledger) -> None:
     assert ids(limit=2) == [r4.run_id, r3.run_id]
     assert ids(status="completed", limit=1) == [r4.run_id]
     assert [i.run_id for i in ledger.runs(RunQuery(agent="planner", limit=1))] == [r2_id]
+    tags = [(), ("eval",), ("nightly",), ("eval", "nightly")]
+    assert [i.tags for i in ledger.runs(limit=4)] == tags
+    assert ledger.count_runs() == 4
+    assert ledger.count_runs(tag="eval", limit=1) == 2
+    assert ledger.count_runs(status="running", agent="router") == 1
+    with pytest.raises(UsageError, match="limit must be a whole number"):
+        ledger.runs(limit=-1)
 
     first = ledger.run(r1.run_id)
     assert first.agent == "planner"
