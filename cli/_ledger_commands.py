@@ -25,6 +25,7 @@ from agentledger.ledger import (
     Limits,
     RecordedEvent,
     RunQuery,
+    UnknownBlobError,
     VerifyReport,
     blob_refs_in,
 )
@@ -180,25 +181,36 @@ def note_truncated(shown: int, total: int) -> None:
 def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """A run's events with every referenced blob resolved (conversations as message lists)."""
     records = ledger.events(run_id)
+    calls = [r.payload for r in records if r.kind == "ModelCalled"]
+    heads = [p[k] for p in calls for k in ("messages_ref", "response_ref") if p.get(k)]
+    chains = ledger.conversations(heads)  # every call's chain in a few queries
+    others = [ref for r in records if r.kind != "ModelCalled" for ref in blob_refs_in(r.payload)]
+    values = ledger.blobs([p["tools_ref"] for p in calls if p.get("tools_ref")] + others)
     out = []
     for record in records:
         item: dict[str, Any] = record.envelope()
         resolved: dict[str, Any] = {}
         payload = record.payload
         if record.kind == "ModelCalled":
-            resolved["messages"] = ledger.conversation(payload["messages_ref"])
+            resolved["messages"] = chains[payload["messages_ref"]]
             if payload.get("response_ref"):
-                resolved["response"] = ledger.blob(payload["response_ref"])["message"]
+                resolved["response"] = chains[payload["response_ref"]][-1]
             if payload.get("tools_ref"):
-                resolved["tools"] = ledger.blob(payload["tools_ref"])
+                resolved["tools"] = _stored(values, payload["tools_ref"])
         else:
             for ref in blob_refs_in(payload):
-                resolved[ref] = ledger.blob(ref)
+                resolved[ref] = _stored(values, ref)
         if resolved:
             item["resolved"] = resolved
         out.append(item)
     info = ledger.run(run_id)
     return {"run": vars(info) | {"tags": list(info.tags)}, "events": out}
+
+
+def _stored(values: dict[str, Any], ref: str) -> Any:
+    if ref not in values:
+        raise UnknownBlobError(ref)
+    return values[ref]
 
 
 def show_target(ledger: Ledger, text: str) -> str:

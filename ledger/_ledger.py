@@ -353,15 +353,64 @@ class Ledger:
 
     def conversation(self, ref: str) -> list[Any]:
         """The messages of a conversation chain, oldest first, from its head node's ref."""
-        messages: list[Any] = []
-        current: str | None = ref
-        while current is not None:
-            node = self.blob(current)
-            if node.get("message") is not None:
-                messages.append(node["message"])
-            current = node.get("parent_ref")
-        messages.reverse()
-        return messages
+        return self.conversations([ref])[ref]
+
+    def conversations(self, refs: Sequence[str]) -> dict[str, list[Any]]:
+        """The messages of each conversation chain at ``refs`` (head nodes), oldest first.
+
+        Reads the nodes breadth-first (`message_nodes`), so the chains of a run's model calls,
+        given together with their responses' refs, take a few queries however long the run;
+        a chain that passes through another given head reuses its messages.
+        """
+        nodes = self.message_nodes(refs)
+        out: dict[str, list[Any]] = {}
+        for head in refs:
+            if head in out:
+                continue
+            collected: list[Any] = []
+            prefix: list[Any] = []
+            current: str | None = head
+            for _ in range(len(nodes) + 1):  # a chain visits each node once: more is a loop
+                if current is None:
+                    break
+                if current != head and current in out:
+                    prefix = out[current]
+                    break
+                node = nodes[current]
+                if node.get("message") is not None:
+                    collected.append(node["message"])
+                current = node.get("parent_ref")
+            else:
+                raise CorruptBlobError(head, "the conversation chain loops")
+            collected.reverse()
+            out[head] = prefix + collected
+        return out
+
+    def message_nodes(self, refs: Sequence[str]) -> dict[str, Any]:
+        """Every node of the conversation chains at ``refs``, read in breadth-first batches.
+
+        Each round reads, in one query, the parents not read yet; raises `UnknownBlobError`
+        for a node that is not stored and `CorruptBlobError` for one that is not a node.
+        """
+        nodes: dict[str, Any] = {}
+        wanted = list(dict.fromkeys(refs))
+        while wanted:
+            found = self.blobs(wanted)
+            parents: dict[str, None] = {}
+            for ref in wanted:
+                if ref not in found:
+                    raise UnknownBlobError(ref)
+                node = found[ref]
+                if not isinstance(node, dict):
+                    raise CorruptBlobError(ref, "not a conversation node")
+                nodes[ref] = node
+                parent = node.get("parent_ref")
+                if parent is not None and not isinstance(parent, str):
+                    raise CorruptBlobError(ref, "the node's parent_ref is not a ref")
+                if parent is not None and parent not in nodes and parent not in found:
+                    parents[parent] = None
+            wanted = list(parents)
+        return nodes
 
     # Verification ----------------------------------------------------------------------------
 

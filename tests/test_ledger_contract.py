@@ -20,6 +20,7 @@ import pytest
 from agentledger.ledger import (
     GENESIS,
     ConcurrencyError,
+    CorruptBlobError,
     ImportRefusedError,
     Ledger,
     RecordedEvent,
@@ -28,6 +29,7 @@ from agentledger.ledger import (
     RunRecorder,
     SequentialIds,
     StepClock,
+    UnknownBlobError,
     UnknownRunError,
     UsageError,
     canonical_json,
@@ -419,11 +421,43 @@ def test_a_growing_conversation_stores_each_message_once(ledger: Ledger, ledger_
     quadratic = sum(len(canonical_json(s)) for s in snapshots)
     assert stored * 50 < quadratic
 
+    heads = [r.payload[k] for r in records for k in ("messages_ref", "response_ref")]
+    reads: list[int] = []
+    blobs = ledger.blobs
+
+    def counting(refs: Any) -> dict[str, Any]:
+        reads.append(len(refs))
+        return blobs(refs)
+
+    ledger.blobs = counting  # type: ignore[method-assign]
+    try:
+        chains = ledger.conversations(heads)
+    finally:
+        del ledger.blobs
+    assert [chains[r.payload["messages_ref"]] for r in records] == snapshots
+    assert chains[records[-1].payload["response_ref"]] == history
+    assert len(reads) <= 3  # breadth-first: every call's chain in a few queries, not 401
+    assert sum(reads) == len(chain)
+
     rows = stored_blob_sizes(ledger_url)
     if rows is not None:
         assert set(rows) == set(chain)
         assert sum(rows.values()) == stored
     assert ledger.verify().ok
+
+
+def test_a_forged_conversation_chain_is_reported_not_followed(ledger: Ledger) -> None:
+    """A node missing, a node that is not a node, or a chain that loops raises a clear error."""
+    with ledger.record_run("a") as run:
+        missing = run.put_blob({"message": {"role": "user"}, "parent_ref": "sha256:" + "1" * 64})
+        not_a_node = run.put_blob(["a", "list"])
+        bad_parent = run.put_blob({"message": "x", "parent_ref": 7})
+    with pytest.raises(UnknownBlobError):
+        ledger.conversation(missing)
+    with pytest.raises(CorruptBlobError, match="not a conversation node"):
+        ledger.conversation(not_a_node)
+    with pytest.raises(CorruptBlobError, match="parent_ref is not a ref"):
+        ledger.conversation(bad_parent)
 
 
 # Export and import ----------------------------------------------------------------------------
