@@ -7,6 +7,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--conversation",
         action="store_true",
         help="each model call's messages (role: content, wrapped; each message once) and response",
+    )
+    shown.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="print the timeline, then each new event as it is recorded, until the run ends "
+        "(Ctrl-C stops)",
     )
     p.set_defaults(func=cmd_show)
 
@@ -244,8 +252,16 @@ def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[s
     return calls
 
 
+FOLLOW_INTERVAL_S = 0.5
+"""How often ``show --follow`` looks for new events."""
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Show a run."""
+    if args.follow:
+        # Not read-only: a read-only SQLite file may be read as immutable, never seeing new rows.
+        with open_ledger(args, create=False) as ledger:
+            return follow(ledger, show_target(ledger, args.run))
     with open_ledger(args, read_only=True) as ledger:
         run_id = show_target(ledger, args.run)
         if args.conversation:
@@ -263,6 +279,23 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         print(timeline(ledger.events(run_id), terminal_width(sys.stdout)))
     return 0
+
+
+def follow(ledger: Ledger, run_id: str, interval: float = FOLLOW_INTERVAL_S) -> int:
+    """Print a run's timeline and then its new events as they come, until it ends."""
+    info = ledger.run(run_id)
+    print(f"run {info.run_id}  agent={info.agent}  following (Ctrl-C stops)", flush=True)
+    last = 0
+    while True:
+        new = ledger.events(run_id, after=last)
+        if new:
+            print(timeline(new, terminal_width(sys.stdout)), flush=True)
+            last = new[-1].position
+            end = next((e for e in new if e.kind in ("RunCompleted", "RunFailed")), None)
+            if end is not None:
+                print(f"run {end.kind.removeprefix('Run').lower()} at position {end.position}")
+                return 0
+        time.sleep(interval)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

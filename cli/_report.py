@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run", help="run id or a unique prefix")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
     p.add_argument(
+        "--pdf",
+        metavar="FILE",
+        help="print the report to this PDF file through a headless Chromium (instead of HTML, "
+        "unless -o is given too)",
+    )
+    p.add_argument(
         "--checkpoint",
         action="append",
         default=[],
@@ -56,7 +62,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_id = resolve_run(ledger, args.run)
         data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
     page = render_report(data)
-    write_output(args.output, page)
+    if args.pdf:
+        from agentledger.cli._report_pdf import print_pdf
+
+        print_pdf(page, args.pdf)
+    if args.output or not args.pdf:
+        write_output(args.output, page)
     intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
     return 0 if intact else 1
 

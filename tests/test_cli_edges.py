@@ -517,3 +517,44 @@ def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> Non
             [sys.executable, "-c", script], capture_output=True, text=True, check=True
         )
         assert done.stdout.strip().splitlines()[-1] == "[]", (command, done.stdout)
+
+
+def test_show_follow_prints_new_events_until_the_run_ends(tmp_path: Path) -> None:
+    """``show --follow`` tails a live run from another process and stops when it completes."""
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    ledger = Ledger.open(db)
+    run = ledger.record_run("live", input="q")
+    run.plan({"steps": 1})
+    command = [sys.executable, "-m", "agentledger.cli", "--db", db, "show", run.run_id, "--follow"]
+    follower = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert follower.stdout is not None
+        assert "following" in follower.stdout.readline()
+        assert "RunStarted" in follower.stdout.readline()
+        assert "PlanProposed" in follower.stdout.readline()  # already recorded: shown at once
+        run.delta({"seen": True})
+        assert "DeltaApplied" in follower.stdout.readline()  # recorded later: shown as it comes
+        run.answer("done")
+        run.complete()
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+        follower.communicate()
+        ledger.close()
+    assert follower.returncode == 0, err
+    assert "SynthesisProduced" in out
+    assert "RunCompleted" in out
+    assert out.rstrip().endswith("run completed at position 5")
+
+
+def test_show_follow_of_a_finished_run_prints_it_and_stops(cli: Cli, tmp_path: Path) -> None:
+    """A run that already ended is printed whole; --follow does not wait."""
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    with Ledger.open(db) as ledger, ledger.record_run("done", input="q") as run:
+        run.answer("a")
+    result = cli("--db", db, "show", "last", "--follow")
+    assert result.status == 0
+    assert result.out.rstrip().endswith("run completed at position 3")

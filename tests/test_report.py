@@ -408,3 +408,30 @@ def test_a_long_message_is_cut_with_the_whole_text_in_a_closed_details() -> None
     whole = f"<summary>the whole text ({len(long):,} characters)</summary><pre>{long}</pre>"
     assert f"<details>{whole}" in text
     assert text.count("THE END") == 1
+
+
+def test_report_pdf_without_a_browser_says_how_to_get_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Chromium: exit 2 naming the package (or the bad $AGENTLEDGER_CHROMIUM), no PDF."""
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    with Ledger.open(url) as ledger:
+        run_id = ledger.import_file(GOLDEN / "tools.jsonl")
+    out = tmp_path / "r.pdf"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("AGENTLEDGER_CHROMIUM", raising=False)
+    assert main(["--db", url, "report", run_id, "--pdf", str(out)]) == 2
+    assert "apt-get install chromium" in capsys.readouterr().err
+    monkeypatch.setenv("AGENTLEDGER_CHROMIUM", str(tmp_path / "no-such-browser"))
+    assert main(["--db", url, "report", run_id, "--pdf", str(out)]) == 2
+    assert "no-such-browser" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_printed_page_opens_every_folded_section() -> None:
+    """The page printed to PDF has every ``<details>`` open, whatever its attributes."""
+    from agentledger.cli._report_pdf import expanded
+
+    page = '<details><summary>a</summary></details><details class="step" open id="s">'
+    assert expanded(page).count("<details open") == 2
+    assert "<details>" not in expanded(page)

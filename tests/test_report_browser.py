@@ -116,3 +116,18 @@ def png_row_changes(data: bytes) -> tuple[int, int, float]:
     raw = zlib.decompress(b"".join(chunks))
     nonzero = len(raw) - raw.count(0)
     return width, height, nonzero / len(raw)
+
+
+def test_report_pdf_prints_every_folded_section(tmp_path: Path) -> None:
+    """``report --pdf`` writes a real PDF of the page, with what ``<details>`` fold opened."""
+    from agentledger.cli import main
+
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    with Ledger.open(db) as ledger:
+        run_id = ledger.import_file(GOLDEN / "pipeline.jsonl")
+    out = tmp_path / "report.pdf"
+    assert main(["--db", db, "report", run_id, "--pdf", str(out)]) == 0
+    data = out.read_bytes()
+    assert data.startswith(b"%PDF-")
+    assert data.count(b"/Type /Page") >= 2  # more than one page: the folded calls are printed
+    assert not (tmp_path / "report.html").exists()
