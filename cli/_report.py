@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run", help="run id or a unique prefix")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
     p.add_argument(
+        "--diff",
+        metavar="RUN_B",
+        help="instead, the causal diff of RUN_B against RUN, side by side (as `diff` finds it)",
+    )
+    p.add_argument(
         "--pdf",
         metavar="FILE",
         help="print the report to this PDF file through a headless Chromium (instead of HTML, "
@@ -54,22 +59,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the page; exit 1 when the run (or the checkpoint check) is broken, as `verify`."""
+    """Write the page; exit 1 when a run (or the checkpoint check) is broken, as `verify`."""
     if args.checkpoint and not args.vkey:
         raise CliError("report --checkpoint needs --vkey: the verifier key that signs it")
+    if args.diff and args.checkpoint:
+        raise CliError("report --diff takes no --checkpoint: verify each run with `verify`")
     keys = verifier_keys(args.vkey)
     with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
-        data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
-    page = render_report(data)
+        if args.diff:
+            page, intact = _diff_page(ledger, run_id, resolve_run(ledger, args.diff))
+        else:
+            data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
+            page = render_report(data)
+            intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
     if args.pdf:
         from agentledger.cli._report_pdf import print_pdf
 
         print_pdf(page, args.pdf)
     if args.output or not args.pdf:
         write_output(args.output, page)
-    intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
     return 0 if intact else 1
+
+
+def _diff_page(ledger: Ledger, run_a: str, run_b: str) -> tuple[str, bool]:
+    """The diff page of run B against run A, and whether both runs verify intact."""
+    from agentledger.cli._report_diff import render_diff_page
+    from agentledger.replay import diff_runs
+
+    verify_a, verify_b = ledger.verify(run_a), ledger.verify(run_b)
+    page = render_diff_page(diff_runs(ledger, run_a, run_b), verify_a, verify_b)
+    return page, verify_a.ok and verify_b.ok
 
 
 def _resolve(

@@ -162,3 +162,44 @@ def test_cohort_usage_errors_are_exit_2(book: Book) -> None:
     nothing = book.cli("diff", "--cohort", "--a-tag", "v1", "--b-tag", "none")
     assert nothing.status == 2
     assert "matches no run" in nothing.err
+
+
+def test_report_diff_renders_the_causal_diff_side_by_side(book: Book, tmp_path: Path) -> None:
+    """``report A --diff B`` writes one offline page of both runs and what differs.
+
+    It shows the first divergence, the changed response as a unified diff (escaped) and a row
+    per aligned step.
+    """
+    import html
+    import re
+
+    from agentledger.cli._report_assets import CSP
+
+    a, b = book.run(), book.run(answer="Rainy <b>later</b>.")
+    out = tmp_path / "diff.html"
+    done = book.cli("report", a, "--diff", b[:10], "-o", str(out))
+    assert done.status == 0, done.err
+    page = out.read_text(encoding="utf-8")
+    assert f'content="{html.escape(CSP)}"' in page
+    assert "<script" not in page
+    assert "http" not in page.replace("http-equiv", "")
+    assert '<span id="diff-verdict">different</span>' in page
+    assert a in page
+    assert b in page
+    first = re.search(r'<p id="first-divergence"><a href="#unit-(\d+)">([^<]*)</a>', page)
+    assert first is not None
+    assert html.unescape(first.group(2)).startswith("step synthesize #1 > model synthesizer #1")
+    assert f'id="unit-{first.group(1)}" class="changed first"' in page
+    assert '<span class="ins">+Rainy &lt;b&gt;later&lt;/b&gt;.</span>' in page  # escaped
+    assert page.count('class="verdict ok"') == 2
+    same = book.cli("report", a, "--diff", a)
+    assert same.status == 0
+    assert '<span id="diff-verdict">identical</span>' in same.out
+
+
+def test_report_diff_refuses_a_checkpoint(book: Book) -> None:
+    """--diff with --checkpoint is a usage error, not a silent ignore."""
+    a = book.run()
+    done = book.cli("report", a, "--diff", a, "--checkpoint", "x", "--vkey", "k")
+    assert done.status == 2
+    assert "report --diff takes no --checkpoint" in done.err

@@ -131,3 +131,19 @@ def test_report_pdf_prints_every_folded_section(tmp_path: Path) -> None:
     assert data.startswith(b"%PDF-")
     assert data.count(b"/Type /Page") >= 2  # more than one page: the folded calls are printed
     assert not (tmp_path / "report.html").exists()
+
+
+def test_the_diff_page_opens_in_chromium(tmp_path: Path) -> None:
+    """``report A --diff B`` of two golden runs is laid out by the browser, steps and all."""
+    from agentledger.cli._report_diff import render_diff_page
+    from agentledger.replay import diff_runs
+
+    ledger = Ledger.open("memory://")
+    a = ledger.import_file(GOLDEN / "pipeline.jsonl")
+    b = ledger.import_file(GOLDEN / "tools.jsonl")
+    page = render_diff_page(diff_runs(ledger, a, b), ledger.verify(a), ledger.verify(b))
+    path = tmp_path / "diff.html"
+    path.write_text(page, encoding="utf-8")
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
+    assert '<span id="diff-verdict">different</span>' in dom
+    assert dom.count('id="unit-') >= 3
