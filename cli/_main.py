@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "_diff_command": ("diff",),
     "_trust_commands": ("keys", "checkpoint", "prove"),
     "_report": ("report",),
+    "_completion": ("completion",),
 }
 """Each command module and the commands it registers, in help order. A command's module is
 imported only when that command runs (so `runs` never loads the agents, the SDKs or the report

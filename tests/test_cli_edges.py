@@ -558,3 +558,30 @@ def test_show_follow_of_a_finished_run_prints_it_and_stops(cli: Cli, tmp_path: P
     result = cli("--db", db, "show", "last", "--follow")
     assert result.status == 0
     assert result.out.rstrip().endswith("run completed at position 3")
+
+
+def complete(script: str, *words: str) -> list[str]:
+    """What bash offers for the last of ``words`` with the generated completion loaded."""
+    import subprocess
+
+    quoted = " ".join(f"'{w}'" for w in words)
+    program = (
+        f"{script}\nCOMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}\n"
+        '_agentledger_complete; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_completion_offers_commands_options_and_choices(cli: Cli) -> None:
+    """``completion bash`` completes commands, each command's options and option choices."""
+    result = cli("completion", "bash")
+    assert result.status == 0
+    script = result.out
+    assert complete(script, "agentledger", "re") == ["replay", "rerun", "resume", "report"]
+    assert "--follow" in complete(script, "agentledger", "show", "--")
+    assert complete(script, "agentledger", "--db", "x.db", "runs", "--status", "c") == ["completed"]
+    assert complete(script, "agentledger", "keys", "g") == ["generate"]
+    zsh = cli("completion", "zsh").out
+    assert zsh.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+    assert zsh.endswith("complete -o default -F _agentledger_complete agentledger\n")
