@@ -7,9 +7,9 @@ import datetime as dt
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Literal, NoReturn
 
-from agentledger.ledger import Clock, Ledger, LedgerError, Limits
+from agentledger.ledger import Clock, Ledger, LedgerError, Limits, ReadOnlyDatabaseError
 
 __all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run", "write_output"]
 
@@ -26,15 +26,23 @@ class CliError(Exception):
 
 
 def open_ledger(
-    args: argparse.Namespace, *, create: bool = True, read_only: bool = False
+    args: argparse.Namespace, *, create: bool = True, read_only: bool | Literal["auto"] = False
 ) -> Ledger:
     """Open the ledger named by --db / $AGENTLEDGER_DB (default ./agentledger.db).
 
     Commands that only read pass ``create=False`` (a missing SQLite file is an error, never
     created) or ``read_only=True`` (also opened read-only, so a file the user cannot write
-    still reads). A command with ``--max-payload-bytes`` / ``--max-depth`` options opens it
-    with those `Limits` (the defaults otherwise).
+    still reads). Commands that only read events but keep derived data (snapshots, read
+    models) pass ``read_only="auto"``: a writable file keeps its derived data, a file marked
+    read-only is opened read-only and its derived data is computed in memory. A command with
+    ``--max-payload-bytes`` / ``--max-depth`` options opens it with those `Limits` (the
+    defaults otherwise).
     """
+    if read_only == "auto":
+        try:
+            return open_ledger(args, create=False)
+        except ReadOnlyDatabaseError:
+            return open_ledger(args, read_only=True)
     log = None
     if args.verbose:  # structlog is imported only when asked for
         from agentledger.ledger import EventLogger

@@ -86,7 +86,7 @@ def use_color(choice: str, stream: TextIO) -> bool:
 def cmd_diff(args: argparse.Namespace) -> int:
     """Print the diff; 0 when nothing differs, 1 when something does."""
     color = use_color(args.color, sys.stdout)
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         if args.cohort:
             return _cohort(ledger, args, color)
         if not args.a or not args.b:

@@ -260,7 +260,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Show a run."""
     if args.follow:
         # Not read-only: a read-only SQLite file may be read as immutable, never seeing new rows.
-        with open_ledger(args, create=False) as ledger:
+        with open_ledger(args, read_only="auto") as ledger:
             return follow(ledger, show_target(ledger, args.run))
     with open_ledger(args, read_only=True) as ledger:
         run_id = show_target(ledger, args.run)

@@ -174,7 +174,7 @@ def _guarded_report(action: Callable[[], ReadModelReport]) -> ReadModelReport:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print usage statistics (and, on stderr, that they come from unverified read models)."""
     group_by = _BY[args.by]
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         since = parse_time("--since", args.since, ledger.clock)
         projector = ReadModelProjector(ledger)
         rows = projector.stats(group_by, since=since)
@@ -230,7 +230,7 @@ def parse_prompt(text: str) -> tuple[str, str | None]:
 def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
     """The `runs` listing served by the read model (used for --model and --prompt)."""
     prompt = parse_prompt(args.prompt) if args.prompt else None
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         since = parse_time("--since", args.since, ledger.clock)
         projector = ReadModelProjector(ledger)
         rows = _guarded_rows(

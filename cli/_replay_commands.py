@@ -172,7 +172,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     library = _library(args)
     results: list[ReplayResult] = []
     interrupted = False
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         ids = ledger.run_ids() if args.all else [resolve_run(ledger, args.run)]
         bar = _progress("replay") if args.all and not args.json else None
 

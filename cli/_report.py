@@ -65,7 +65,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.diff and args.checkpoint:
         raise CliError("report --diff takes no --checkpoint: verify each run with `verify`")
     keys = verifier_keys(args.vkey)
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         run_id = resolve_run(ledger, args.run)
         if args.diff:
             page, intact = _diff_page(ledger, run_id, resolve_run(ledger, args.diff))

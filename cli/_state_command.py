@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_state(args: argparse.Namespace) -> int:
     """Print a world state, or the patch between two."""
     snapshots = not args.no_snapshots
-    with open_ledger(args, create=False) as ledger:
+    with open_ledger(args, read_only="auto") as ledger:
         run_id = resolve_run(ledger, args.run)
         try:
             after = fold_world_state(ledger, run_id, args.at, snapshots=snapshots)

@@ -124,6 +124,11 @@ class Ledger:
         """The eventsourcing application recorder (projections follow its notification log)."""
         return self._store.recorder
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the ledger was opened read-only (nothing is written; see `Ledger.open`)."""
+        return self._store.read_only
+
     def sqlalchemy_url(self) -> tuple[str, str | None]:
         """A SQLAlchemy URL for the ledger's database (with credentials) and its schema."""
         return self._store.sqlalchemy_url()

@@ -29,7 +29,7 @@ from agentledger.ledger._backends import (
     SQLiteRecorder,
 )
 from agentledger.ledger._mapper import EnvelopeMapper
-from agentledger.ledger.errors import StorageError, UnknownSchemeError
+from agentledger.ledger.errors import ReadOnlyDatabaseError, StorageError, UnknownSchemeError
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -58,6 +58,8 @@ class Store:
     raw_url: str = ""
     path: Path | None = None
     """The SQLite database file, made absolute when opened (None for PostgreSQL and memory)."""
+    read_only: bool = False
+    """Opened read-only (a SQLite file with ``mode=ro``): nothing may be written to it."""
 
     def own_file(self, target: str | os.PathLike[str]) -> Path | None:
         """The file of this ledger's database that `target` would write over, if any.
@@ -181,7 +183,7 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper, *, create: bool, read_only: b
     if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
         # the mode bits too: root may write anything, but a file marked read-only is an
         # auditor's copy or a sealed ledger, not one to append to
-        raise StorageError(url, f"database file {str(path)!r} is read-only")
+        raise ReadOnlyDatabaseError(url, f"database file {str(path)!r} is read-only")
     if not path.exists() and not os.access(directory, os.W_OK):
         raise StorageError(url, f"directory {str(directory)!r} is not writable")
     datastore = _Datastore(str(path), lock_timeout=SQLITE_LOCK_TIMEOUT_S)
@@ -216,7 +218,14 @@ def _open_sqlite_read_only(url: str, mapper: EnvelopeMapper, path: Path) -> Stor
         raise StorageError(url, f"cannot read the database: {e}") from e
     recorder = SQLiteRecorder(datastore)
     return Store(
-        url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url, path.absolute()
+        url,
+        "sqlite",
+        recorder,
+        EventStore(mapper, recorder),
+        datastore,
+        url,
+        path.absolute(),
+        read_only=True,
     )
 
 

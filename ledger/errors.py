@@ -39,6 +39,7 @@ __all__ = [
     "InvalidPayloadError",
     "LedgerError",
     "LimitExceededError",
+    "ReadOnlyDatabaseError",
     "RunClosedError",
     "StorageError",
     "TransparencyLogError",
@@ -177,6 +178,14 @@ class StorageError(LedgerError):
         self.url = url
         self.reason = reason
         super().__init__(f"{url}: {reason}")
+
+
+class ReadOnlyDatabaseError(StorageError):
+    """A SQLite file marked read-only (an auditor's copy, a sealed ledger) was opened to write.
+
+    Open it with ``read_only=True`` to read it: nothing is then written to it, and derived data
+    (snapshots, read models) is computed in memory.
+    """
 
 
 class ImportRefusedError(LedgerError):

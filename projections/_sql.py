@@ -3,8 +3,10 @@
 Owns ``engine_for(ledger)``: one cached ``Engine`` per open ledger, on the same database as its
 events (``Ledger.sqlalchemy_url``). On PostgreSQL a ledger URL's ``?schema=`` becomes the
 connection's ``search_path`` so read-model tables live beside the event tables; on SQLite
-connections wait for writers (busy timeout) like the ledger's own; a ``memory://`` ledger gets
-one shared in-memory SQLite database for the life of the ledger. Must not write events.
+connections wait for writers (busy timeout) like the ledger's own; a ``memory://`` ledger, and
+a ledger opened read-only (an auditor's copy), gets one shared in-memory SQLite database for the
+life of the ledger: derived data is then computed from the events and never written to the file.
+Must not write events.
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ def engine_for(ledger: Ledger) -> Engine:
 
 def _create(ledger: Ledger) -> Engine:
     url, schema = ledger.sqlalchemy_url()
-    if url == "sqlite://":
-        return create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    if url == "sqlite://" or ledger.read_only:
+        # A read-only ledger's derived data (snapshots, read models) lives in memory: it is
+        # computed from the events on first use and never written to the file.
+        return create_engine(
+            "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_pragmas)

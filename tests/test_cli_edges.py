@@ -190,6 +190,37 @@ def test_read_commands_work_on_a_read_only_file(cli: Cli, demo: Demo, tmp_path: 
     refused(cli("--db", demo.url, "annotate", run_id, "--author", "a", "--note", "n"), "read-only")
 
 
+def test_derived_data_of_a_read_only_file_is_computed_in_memory(
+    cli: Cli, demo: Demo, tmp_path: Path
+) -> None:
+    """state, stats, runs --model, report, diff and replay read a 0444 file and write nothing.
+
+    Their snapshots and read models are computed from the events in memory; the file keeps its
+    bytes and nothing is written ahead of it.
+    """
+    demo.path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    before = demo.path.read_bytes()
+    a, b = demo.run_ids[:2]
+    writable = cli("--db", demo.url, "state", a).out
+    for command in (
+        ["state", a],
+        ["stats"],
+        ["runs", "--model", "scripted"],
+        ["report", a, "-o", str(tmp_path / "r.html")],
+        ["diff", a, b],
+        ["replay", a],
+    ):
+        result = cli("--db", demo.url, *command)
+        assert result.status in (0, 1), (command, result.err)
+        assert "Traceback" not in result.err
+        assert "read-only" not in result.err, (command, result.err)
+    assert cli("--db", demo.url, "state", a).out == writable
+    assert demo.path.read_bytes() == before
+    wal = demo.path.with_name("ledger.db-wal")  # SQLite's reader may add an empty one
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert cli("--db", demo.url, "stats").out.count("scripted") >= 1
+
+
 def test_a_read_only_ledger_writes_nothing(demo: Demo) -> None:
     """`Ledger.open(read_only=True)` opens the file mode=ro: an append fails, nothing changes."""
     before = demo.path.read_bytes()
