@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_agents_runner import RUNS
 
 from agentledger.agents import (
+    AGENTS,
     AgentConfig,
     ChunkInfo,
     ModelCallInfo,
@@ -318,3 +320,22 @@ def test_a_rerun_of_a_streamed_run_streams_its_live_calls_and_replays(book: Ledg
     options = book.events(again.run_id)[0].payload["config"]["settings"]["options"]
     assert options["stream"] is True
     assert replay_run(book, again.run_id).identical
+
+
+@pytest.mark.parametrize("agent", ["pipeline", "reasoning", "router", "tools"])
+def test_each_streaming_orchestration_streams_its_answer_and_replays_identically(
+    agent: str, book: Ledger
+) -> None:
+    """The answer role's calls stream (every call for tools); the run replays identical."""
+    name, question, models, config = RUNS[agent]()
+    config = config.model_copy(update={"options": {**config.options, "stream": True}})
+    observer = Observer()
+    result = run_agent(book, name, question, models=models, config=config, hooks=observer.hooks())
+    recorded = calls(book, result.run_id)
+    streamed = {c["actor"] for c in recorded if "chunks_ref" in c}
+    role = AGENTS[name].answer_role
+    assert streamed == ({c["actor"] for c in recorded} if agent == "tools" else {role})
+    assert any(kind == "chunk" and who == role for kind, who, _ in observer.log)
+    replayed = replay_run(book, result.run_id)
+    assert replayed.identical
+    assert replayed.finished

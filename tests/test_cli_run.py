@@ -522,7 +522,8 @@ def streaming_handler(fake: StreamingOpenAI) -> type[BaseHTTPRequestHandler]:
             for event in events:
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
-                text = next((c["delta"].get("content") for c in event["choices"]), None)
+                choices = event.get("choices", [])
+                text = next((c["delta"].get("content") for c in choices), None)
                 if text:
                     printed += text
                     if not fake.stdout.wait_for(printed):
@@ -535,6 +536,54 @@ def streaming_handler(fake: StreamingOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+TOOL_CALL_STREAM = [
+    sse_chunk(1, {"role": "assistant", "content": None}),
+    sse_chunk(
+        1,
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_q7",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": ""},
+                }
+            ]
+        },
+    ),
+    sse_chunk(1, {"tool_calls": [{"index": 0, "function": {"arguments": '{"expr'}}]}),
+    sse_chunk(1, {"tool_calls": [{"index": 0, "function": {"arguments": 'ession":"6*7"}'}}]}),
+    sse_chunk(1, {}, "tool_calls"),
+    sse_usage(1, (120, 18)),
+]
+
+
+def run_streaming(
+    monkeypatch: pytest.MonkeyPatch, db: str, streams: list[list[dict[str, Any]]]
+) -> tuple[int, StreamingOpenAI]:
+    """`run --agent tools --stream` through the real OpenAI SDK against a streaming server."""
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
+    fake = StreamingOpenAI(streams=streams, stdout=WatchedStdout())
+    server = ThreadingHTTPServer(("127.0.0.1", 0), streaming_handler(fake))
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "stdout", fake.stdout)
+            status = main(
+                [
+                    *("--db", db, "run", "What is 6 times 7?", "--agent", "tools", "--stream"),
+                    *("--model", "openai:gpt-4o-mini", "--base-url", fake.url),
+                ]
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    return status, fake
+
+
 def test_run_stream_through_the_real_openai_sdk_prints_each_chunk_as_it_arrives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -544,59 +593,19 @@ def test_run_stream_through_the_real_openai_sdk_prints_each_chunk_as_it_arrives(
     arrives in order, chunk by chunk; the recorded calls carry their time to first token and
     chunk timings, and the run replays identical offline.
     """
-    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
-    stdout = WatchedStdout()
-    tool_call = {"index": 0, "id": "call_q7", "type": "function"}
-    fake = StreamingOpenAI(
-        streams=[
-            [
-                sse_chunk(1, {"role": "assistant", "content": None}),
-                sse_chunk(
-                    1,
-                    {
-                        "tool_calls": [
-                            {**tool_call, "function": {"name": "calculator", "arguments": ""}}
-                        ]
-                    },
-                ),
-                sse_chunk(1, {"tool_calls": [{"index": 0, "function": {"arguments": '{"expr'}}]}),
-                sse_chunk(
-                    1, {"tool_calls": [{"index": 0, "function": {"arguments": 'ession":"6*7"}'}}]}
-                ),
-                sse_chunk(1, {}, "tool_calls"),
-                sse_usage(1, (120, 18)),
-            ],
-            [
-                sse_chunk(2, {"role": "assistant", "content": ""}),
-                sse_chunk(2, {"content": "6 x 7"}),
-                sse_chunk(2, {"content": " = "}),
-                sse_chunk(2, {"content": "42."}),
-                sse_chunk(2, {}, "stop"),
-                sse_usage(2, (160, 9)),
-            ],
-        ],
-        stdout=stdout,
-    )
-    server = ThreadingHTTPServer(("127.0.0.1", 0), streaming_handler(fake))
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    monkeypatch.setattr(sys, "stdout", stdout)
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
-    try:
-        status = main(
-            [
-                *("--db", db, "run", "What is 6 times 7?", "--agent", "tools", "--stream"),
-                *("--model", "openai:gpt-4o-mini", "--base-url", fake.url),
-            ]
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    answer = [
+        sse_chunk(2, {"role": "assistant", "content": ""}),
+        sse_chunk(2, {"content": "6 x 7"}),
+        sse_chunk(2, {"content": " = "}),
+        sse_chunk(2, {"content": "42."}),
+        sse_chunk(2, {}, "stop"),
+        sse_usage(2, (160, 9)),
+    ]
+    status, fake = run_streaming(monkeypatch, db, [TOOL_CALL_STREAM, answer])
     assert status == 0
     assert fake.late == []
-    assert stdout.getvalue() == "6 x 7 = 42.\n"
+    assert fake.stdout.getvalue() == "6 x 7 = 42.\n"
     assert [b["stream"] for b in fake.bodies] == [True, True]
     assert all(b["stream_options"] == {"include_usage": True} for b in fake.bodies)
 
@@ -612,4 +621,29 @@ def test_run_stream_through_the_real_openai_sdk_prints_each_chunk_as_it_arrives(
             assert [at for at, _ in timings] == sorted(at for at, _ in timings)
             assert call["ttft_ms"] <= call["latency_ms"]
         assert [chars for _, chars in ledger.blob(calls[1]["chunks_ref"])["chunks"]] == [5, 3, 3]
+    assert main(["--db", db, "replay", run.run_id]) == 0
+
+
+def test_run_stream_broken_mid_answer_is_not_retried_and_ends_with_the_recorded_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server error after the first chunk: no retry, a failed call, the fallback in full."""
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    broken = [
+        sse_chunk(2, {"content": "6 x 7"}),
+        {"error": {"message": "The server had an error", "type": "server_error"}},
+    ]
+    retry = [sse_chunk(3, {"content": "never sent"}, "stop")]
+    _, fake = run_streaming(monkeypatch, db, [TOOL_CALL_STREAM, broken, retry])
+    assert len(fake.bodies) == 2
+    out = fake.stdout.getvalue()
+    assert out.startswith("6 x 7\nI could not finish this request")
+    assert "differs from the streamed text" in capsys.readouterr().err
+    with Ledger.open(db) as ledger:
+        (run,) = ledger.runs()
+        failed = [e.payload for e in ledger.events(run.run_id) if e.kind == "ModelCalled"][-1]
+        assert failed["error"]["type"] == "APIError"
+        assert "not retried" in failed["error"]["message"]
+        assert len(failed["attempts"]) == 1
+        assert out.endswith(ledger.events(run.run_id)[-2].payload["answer"] + "\n")
     assert main(["--db", db, "replay", run.run_id]) == 0
