@@ -9,7 +9,7 @@ orchestration and settings from its RunStarted for replay. Fakes for tests live 
 imports a vendor SDK (the adapters load on first use) or keeps registries that code can mutate.
 """
 
-from agentledger.agents._config import AgentConfig
+from agentledger.agents._config import AgentConfig, StreamOption
 from agentledger.agents._context import RunContext
 from agentledger.agents._fork import fork_agent
 from agentledger.agents._registry import (
@@ -34,6 +34,7 @@ from agentledger.agents._types import (
     AgentInput,
     AgentResult,
     AgentToolHandler,
+    ChunkInfo,
     ModelCallInfo,
     Orchestration,
     Outcome,
@@ -76,6 +77,7 @@ __all__ = [
     "AgentSpec",
     "AgentToolHandler",
     "AgentUsageError",
+    "ChunkInfo",
     "Coordinator",
     "CoordinatorConfig",
     "ForkRefusedError",
@@ -103,6 +105,7 @@ __all__ = [
     "RunHooks",
     "Status",
     "StepHandle",
+    "StreamOption",
     "SubAgentSpec",
     "ToolAgent",
     "ToolAgentConfig",

@@ -5,7 +5,8 @@ role's model, parses its answer strictly (``_jsonparse``) and, when that fails, 
 GuardrailTripped (``strict_json``, action ``retry``) and asks exactly once more with the parse
 error in the request; a second failure records GuardrailTripped (action ``fallback``) and
 returns ``None`` so the caller takes its recorded graceful fallback. ``ask_answer`` gets a
-free-text answer and puts it through the evidence discipline. Must not record except through
+free-text answer (streamed when asked: it is the text a user watches arrive) and puts it through
+the evidence discipline. Must not record except through
 the ``RunContext``, and must not retry more than once: a second failure is the caller's
 recorded fallback.
 """
@@ -88,14 +89,16 @@ def ask_answer(
     *,
     step_id: str | None,
     caused_by: int | None = None,
+    stream: bool = False,
 ) -> tuple[str, tuple[str, ...], int] | None:
     """Ask ``role`` for a cited free-text answer and enforce the evidence discipline.
 
     Returns the answer, the ids it cites and the position of the last model call, or ``None``
-    when the first call failed (the caller records its fallback).
+    when the first call failed (the caller records its fallback). ``stream`` streams the call
+    and its re-ask.
     """
     response = ctx.call_model(
-        role, ctx.request(role, messages), step_id=step_id, caused_by=caused_by
+        role, ctx.request(role, messages, stream=stream), step_id=step_id, caused_by=caused_by
     )
     if response is None:
         return None
@@ -106,7 +109,11 @@ def ask_answer(
         nonlocal last
         again = ctx.call_model(
             role,
-            ctx.request(role, [*messages, Message.assistant(first), Message.user(correction)]),
+            ctx.request(
+                role,
+                [*messages, Message.assistant(first), Message.user(correction)],
+                stream=stream,
+            ),
             step_id=step_id,
             caused_by=ctx.position,
         )

@@ -2,12 +2,14 @@
 
 Owns the ports of a live run (models by role, the tool registry, the recorder, a seeded random
 source) and the recording of what comes through them: ``call_model`` records ModelCalled
-(messages as plain dicts, response, usage, cost, latency, attempts, error), ``call_tool`` checks
-the guardrails, then records ToolCalled, calls the registry and records ToolReturned (and any
-trip), ``delta`` records DeltaApplied and keeps the world state with ``apply_patch``. Ids are
-run-local counters from the recorder; nothing here reads a clock for the record (latency comes
-from the model and tool envelopes, which replay serves from the record). Replay builds a
-RunContext whose models and tools answer from a recorded run and compares what it records.
+(messages as plain dicts, response, usage, cost, latency, attempts, error; for a streamed call,
+the time to first token and chunk timings, each chunk passed to the ``on_chunk`` hook as it
+arrives), ``call_tool`` checks the guardrails, then records ToolCalled, calls the registry and
+records ToolReturned (and any trip), ``delta`` records DeltaApplied and keeps the world state
+with ``apply_patch``. Ids are run-local counters from the recorder; nothing here reads a clock
+for the record (latency and stream timings come from the model and tool envelopes, which replay
+serves from the record). Replay builds a RunContext whose models and tools answer from a
+recorded run and compares what it records.
 
 Orchestrations record ONLY through this object and must never touch the Ledger. This is the
 only module of the agents layer allowed to import ``random``.
@@ -24,6 +26,7 @@ from agentledger.agents._config import AgentConfig
 from agentledger.agents._types import (
     AgentInput,
     AgentToolHandler,
+    ChunkInfo,
     ModelCallInfo,
     Outcome,
     RolePrompt,
@@ -47,10 +50,13 @@ from agentledger.agents.guardrails import (
 )
 from agentledger.agents.models import (
     ChatModel,
+    ChunkHandler,
     Message,
     ModelCallError,
     ModelRequest,
     ModelResponse,
+    StreamChunk,
+    stream_completion,
 )
 from agentledger.agents.policy import PolicyDecision, PolicyGate
 from agentledger.ledger import RunRecorder, as_recorded
@@ -164,14 +170,20 @@ class RunContext:
         messages: Sequence[Message],
         *,
         tools: Sequence[dict[str, Any]] = (),
+        stream: bool = False,
     ) -> ModelRequest:
-        """A request for ``role``'s model with the run's sampling parameters."""
+        """A request for ``role``'s model with the run's sampling parameters.
+
+        ``stream`` asks for the answer to be streamed (see ``call_model``); it is not part of
+        what the ledger records as the request.
+        """
         return ModelRequest(
             model=model_id(self.model(role)),
             messages=list(messages),
             tools=list(tools),
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
+            stream=stream,
         )
 
     def call_model(
@@ -187,6 +199,12 @@ class RunContext:
 
         ``prompt`` overrides the recorded prompt reference (default: the role's prompt).
 
+        A request with ``stream`` set is streamed (``stream_completion``): each chunk goes to the
+        ``on_chunk`` hook as it arrives, and ModelCalled records the model's time to first token
+        and chunk timings besides the assembled answer. A model that cannot stream (a replay's
+        recorded model) hands its whole answer over as one chunk and records no timings, which
+        replay does not compare.
+
         The token budget is checked first: when it is used up, GuardrailTripped is recorded and
         ``RunHalted`` raised (the runner records the fallback answer). A ``ModelCallError`` is
         recorded as a ModelCalled with ``error`` and returned as ``None``: a failure path, not
@@ -200,7 +218,10 @@ class RunContext:
         response: ModelResponse | None = None
         failure: ModelCallError | None = None
         try:
-            response = model.complete(request)
+            if request.stream:
+                response = stream_completion(model, request, self._chunk_handler(role))
+            else:
+                response = model.complete(request)
         except ModelCallError as error:
             failure = error
         attempts = (
@@ -229,6 +250,8 @@ class RunContext:
             actor=role,
             caused_by=caused_by,
             served_from=response.served_from if response is not None else None,
+            ttft_ms=response.ttft_ms if response is not None else None,
+            chunks=response.chunks if response is not None else None,
         )
         if response is not None and response.message.tool_calls:
             response = _as_recorded_response(response)
@@ -447,6 +470,16 @@ class RunContext:
         self.recorder.complete(outcome.status)
 
     # Internals -------------------------------------------------------------------------------
+
+    def _chunk_handler(self, role: str) -> ChunkHandler | None:
+        hook = self.hooks.on_chunk
+        if hook is None:
+            return None
+
+        def handle(chunk: StreamChunk) -> None:
+            hook(ChunkInfo(role, chunk))
+
+        return handle
 
     def _record_trip(self, trip: Trip, step_id: str | None) -> int:
         return self.recorder.guardrail(

@@ -1,6 +1,7 @@
 """The agent registry: names -> orchestrations, and rebuilding one from a recorded RunStarted.
 
-Owns ``AgentSpec`` (name, description, config class, factory), the read-only ``AGENTS`` mapping,
+Owns ``AgentSpec`` (name, description, config class, factory, the role whose text is the
+answer when the answer can stream), the read-only ``AGENTS`` mapping,
 ``build_agent`` (settings -> orchestration), ``resolve_prompts`` (which library text each role
 uses) and ``rebuild_agent``, the inverse of what ``run_agent`` records: from a RunStarted payload
 alone it recovers the orchestration, its full ``AgentConfig`` and checks that the prompt
@@ -46,12 +47,22 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """A registered orchestration: its name, what it is, its options class and its factory."""
+    """A registered orchestration: its name, what it is, its options class and its factory.
+
+    ``answer_role`` is the role whose (streamed) text is the run's answer when the options'
+    ``stream`` is on; None when the answer cannot stream (it is not a model's free text).
+    """
 
     name: str
     description: str
     config_type: type[BaseModel]
     factory: Callable[[Any], Orchestration]
+    answer_role: str | None = None
+
+    @property
+    def streams(self) -> bool:
+        """Whether the orchestration can stream its answer (its options have ``stream``)."""
+        return self.answer_role is not None and "stream" in self.config_type.model_fields
 
     def build(self, options: Mapping[str, Any]) -> Orchestration:
         """The orchestration configured by ``options`` (its config class, as JSON)."""
@@ -59,30 +70,44 @@ class AgentSpec:
 
 
 def _spec(
-    name: str, description: str, config_type: type[BaseModel], factory: Callable[[Any], Any]
+    name: str,
+    description: str,
+    config_type: type[BaseModel],
+    factory: Callable[[Any], Any],
+    answer_role: str | None = None,
 ) -> AgentSpec:
-    return AgentSpec(name, description, config_type, factory)
+    return AgentSpec(name, description, config_type, factory, answer_role)
 
 
 AGENTS: Mapping[str, AgentSpec] = MappingProxyType(
     {
         "pipeline": _spec(
-            "pipeline", "planner -> executor -> synthesizer (seed 000)", PipelineConfig, Pipeline
+            "pipeline",
+            "planner -> executor -> synthesizer (seed 000)",
+            PipelineConfig,
+            Pipeline,
+            "synthesizer",
         ),
         "reasoning": _spec(
-            "reasoning", "REASON / THINK / TOOL loop (seed 001)", ReasoningConfig, Reasoning
+            "reasoning",
+            "REASON / THINK / TOOL loop (seed 001)",
+            ReasoningConfig,
+            Reasoning,
+            "synthesizer",
         ),
         "router": _spec(
             "router",
             "policy gate, budgeted router plan, grounded chat (seed 002)",
             RouterConfig,
             Router,
+            "chat",
         ),
         "tools": _spec(
             "tools",
             "native tool calling, agent-as-tool, fork (seed 003)",
             ToolAgentConfig,
             ToolAgent,
+            "agent",
         ),
         "coordinator": _spec(
             "coordinator",

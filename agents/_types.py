@@ -2,7 +2,8 @@
 
 Owns ``AgentInput`` (what RunStarted.input holds), ``Outcome`` (how an orchestration ends),
 ``UsageTotals`` and ``AgentResult`` (what ``run_agent`` returns), ``RunHooks`` (observer
-callbacks, the Tantra event hooks) and the ``Orchestration`` protocol. Must not record events or
+callbacks, the Tantra event hooks, and the chunks of streamed model calls as they arrive) and the
+``Orchestration`` protocol. Must not record events or
 call models: these are plain data and interfaces.
 """
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse
+from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse, StreamChunk
 from agentledger.ledger.events import ErrorInfo
 from agentledger.tools import ToolResult
 
@@ -26,6 +27,7 @@ __all__ = [
     "AgentInput",
     "AgentResult",
     "AgentToolHandler",
+    "ChunkInfo",
     "ModelCallInfo",
     "Orchestration",
     "Outcome",
@@ -130,6 +132,17 @@ class ModelCallInfo:
 
 
 @dataclass(frozen=True)
+class ChunkInfo:
+    """What the ``on_chunk`` hook sees: one chunk of a streamed model call, as it arrives.
+
+    It comes before the call is recorded (the call's ``on_model_call`` follows its last chunk).
+    """
+
+    role: str
+    chunk: StreamChunk
+
+
+@dataclass(frozen=True)
 class ToolCallInfo:
     """What the ``on_tool_call`` hook sees after a tool call was recorded."""
 
@@ -145,9 +158,12 @@ class RunHooks:
     """Observer callbacks: Tantra's event hooks on model call, tool call and finish.
 
     They see what was recorded and must not change the run: its events never depend on them.
+    ``on_chunk`` sees each chunk of a streamed model call as it arrives (a call streams when its
+    request says so; replay hands a recorded answer over as one chunk).
     """
 
     on_model_call: Callable[[ModelCallInfo], None] | None = None
+    on_chunk: Callable[[ChunkInfo], None] | None = None
     on_tool_call: Callable[[ToolCallInfo], None] | None = None
     on_finish: Callable[[AgentResult], None] | None = None
 

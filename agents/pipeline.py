@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentledger.agents._asking import ask_answer, ask_json
+from agentledger.agents._config import StreamOption
 from agentledger.agents._context import RunContext
 from agentledger.agents._results import fallback_outcome, result_patch
 from agentledger.agents._types import AgentInput, Outcome
@@ -70,8 +71,11 @@ class Plan(BaseModel):
     needs_clarification: str | None = None
 
 
-class PipelineConfig(BaseModel):
-    """Options of the pipeline: which tools the planner and executor see (None: all)."""
+class PipelineConfig(StreamOption):
+    """Options of the pipeline: which tools the planner and executor see (None: all).
+
+    ``stream`` streams the synthesizer's calls (the answer).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -203,7 +207,9 @@ class Pipeline:
                 Message.system(ctx.prompt("synthesizer")),
                 Message.user(json.dumps(brief, ensure_ascii=False, sort_keys=True)),
             ]
-            got = ask_answer(ctx, "synthesizer", messages, step_id=step.id)
+            got = ask_answer(
+                ctx, "synthesizer", messages, step_id=step.id, stream=self.config.stream
+            )
             if got is None:
                 step.fail("model_error", "the synthesizer call failed")
         if got is None:

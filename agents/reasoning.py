@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentledger.agents._asking import JsonAnswer, ask_answer, ask_json
+from agentledger.agents._config import StreamOption
 from agentledger.agents._context import RunContext
 from agentledger.agents._results import compact, fallback_outcome, result_patch
 from agentledger.agents._types import AgentInput, Outcome, ToolCall
@@ -65,8 +66,11 @@ class ToolChoice(BaseModel):
     args: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class ReasoningConfig(BaseModel):
-    """Options of the reasoning agent: which tools REASON may choose (None: all)."""
+class ReasoningConfig(StreamOption):
+    """Options of the reasoning agent: which tools REASON may choose (None: all).
+
+    ``stream`` streams the synthesizer's calls (the answer).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -207,7 +211,9 @@ class Reasoning:
                 Message.system(ctx.prompt("synthesizer")),
                 Message.user(json.dumps(brief, ensure_ascii=False, sort_keys=True)),
             ]
-            got = ask_answer(ctx, "synthesizer", messages, step_id=step.id)
+            got = ask_answer(
+                ctx, "synthesizer", messages, step_id=step.id, stream=self.config.stream
+            )
             if got is None:
                 step.fail("model_error", "the answer call failed")
         if got is None:

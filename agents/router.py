@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentledger.agents._asking import ask_answer, ask_json
+from agentledger.agents._config import StreamOption
 from agentledger.agents._context import RunContext
 from agentledger.agents._results import fallback_outcome, result_patch
 from agentledger.agents._types import AgentInput, Outcome
@@ -66,8 +67,11 @@ class RouterPlan(BaseModel):
     risk_tags: list[str] = Field(default_factory=list)
 
 
-class RouterConfig(BaseModel):
-    """Options of the router: specialist -> tool, and how many specialists may run."""
+class RouterConfig(StreamOption):
+    """Options of the router: specialist -> tool, and how many specialists may run.
+
+    ``stream`` streams the chat agent's calls (the reply).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -169,7 +173,7 @@ class Router:
                 Message.system(ctx.prompt("chat")),
                 Message.user(json.dumps(brief, ensure_ascii=False, sort_keys=True)),
             ]
-            got = ask_answer(ctx, "chat", messages, step_id=step.id)
+            got = ask_answer(ctx, "chat", messages, step_id=step.id, stream=self.config.stream)
             if got is None:
                 step.fail("model_error", "the chat call failed")
         if got is None:

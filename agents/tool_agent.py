@@ -4,7 +4,10 @@ Owns the native tool-calling loop: each turn is one model call offered the tools
 call the model makes runs through the run context and its result goes back as a ``tool``
 message; the loop ends when the model answers without tool calls, or trips ``max_steps`` after
 ``max_iterations`` turns. Usage and cost are summed by the run context; event hooks
-(``RunHooks``) observe model calls, tool calls and the finish.
+(``RunHooks``) observe model calls, tool calls and the finish. With ``stream`` on, every model
+call (the agent's turns, its re-ask and its sub-agents' turns) is streamed: chunks reach the
+``on_chunk`` hook as they arrive and ModelCalled records their timings; the ``agent`` role's
+last turn is the answer.
 
 Agent-as-tool: each configured sub-agent is offered as a tool ``ask_<name>(task)``. Its calls
 are recorded INLINE in the same run, not as a child run: ToolCalled(ask_<name>), then the inner
@@ -34,6 +37,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentledger.agents._config import StreamOption
 from agentledger.agents._context import RunContext
 from agentledger.agents._results import compact, fallback_outcome, result_patch
 from agentledger.agents._types import AgentInput, Outcome
@@ -57,8 +61,11 @@ class SubAgentSpec(BaseModel):
     tools: tuple[str, ...] = ()
 
 
-class ToolAgentConfig(BaseModel):
-    """Options of the tool agent: its tools (None: all), sub-agents and iteration limit."""
+class ToolAgentConfig(StreamOption):
+    """Options of the tool agent: its tools (None: all), sub-agents and iteration limit.
+
+    ``stream`` streams every model call of the run.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -118,7 +125,11 @@ class ToolAgent:
         def reask(correction: str) -> str | None:
             nonlocal position
             convo = [*turns.convo, Message.user(correction)]
-            response = ctx.call_model("agent", ctx.request("agent", convo), caused_by=ctx.position)
+            response = ctx.call_model(
+                "agent",
+                ctx.request("agent", convo, stream=self.config.stream),
+                caused_by=ctx.position,
+            )
             if response is None:
                 return None
             position = ctx.position
@@ -146,9 +157,8 @@ class ToolAgent:
             with ctx.step(
                 f"{role}:turn", {"iteration": iteration}, parent_step_id=parent_step_id
             ) as step:
-                response = ctx.call_model(
-                    role, ctx.request(role, convo, tools=tools), step_id=step.id
-                )
+                request = ctx.request(role, convo, tools=tools, stream=self.config.stream)
+                response = ctx.call_model(role, request, step_id=step.id)
                 if response is None:
                     step.fail("model_error", f"the {role} model call failed")
                     return _Turns(None, ctx.position, f"the {role} model call failed", convo)

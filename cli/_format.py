@@ -62,10 +62,16 @@ def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one fla
         usage = p.get("usage", {})
         served = f" served_from={p['served_from']}" if p.get("served_from") else ""
         err = f" error={p['error']['type']}" if p.get("error") else ""
+        streamed = (
+            f" ttft={p['ttft_ms']:.0f}ms chunks={p.get('chunk_count')}"
+            if p.get("ttft_ms") is not None
+            else ""
+        )
         return (
             f"{p.get('call_id')} {p.get('provider')}:{p.get('model')} "
             f"msgs={p.get('message_count')} tokens={usage.get('input_tokens', 0)}+"
-            f"{usage.get('output_tokens', 0)} {p.get('latency_ms', 0.0):.0f}ms{served}{err}"
+            f"{usage.get('output_tokens', 0)} {p.get('latency_ms', 0.0):.0f}ms"
+            f"{streamed}{served}{err}"
         )
     if kind == "ToolCalled":
         args = p.get("arguments", "<blob>") if "arguments_ref" not in p else "<blob>"

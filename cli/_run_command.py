@@ -4,22 +4,41 @@ Builds one model per role from ``--model`` specs (``openai:NAME``, ``anthropic:N
 ``scripted:FILE``; a bare spec covers every role, ``ROLE=SPEC`` one role; specs that are equal
 share one model object, so one scripted file answers every role in call order), runs the agent
 with the offline built-in tools and prints the answer on stdout and the run id on stderr. A
-missing API key is reported naming its environment variable. Must not print or store keys, and
-must not bypass ``run_agent`` (the policy gate runs before anything is recorded).
+missing API key is reported naming its environment variable.
+
+``--stream`` turns the agent's ``stream`` option on (recorded in the run's settings, so replay
+rebuilds it) and prints the answer's text on stdout as it arrives, flushed chunk by chunk: the
+text of the agent's answer role (``AgentSpec.answer_role``; a tools agent's turn that ends in tool
+calls prints what it said first on its own line). When the recorded answer differs from the last
+streamed text (the evidence check stripped a citation, a call failed and the run fell back) it
+follows in full, after a note on stderr, so stdout always ends with the recorded answer; the run
+summary goes to stderr as usual. With ``--json`` too, stdout is JSON Lines: one
+``{"type": "chunk", ...}`` object per chunk, then one ``{"type": "result", ...}`` object. An agent
+whose answer cannot stream (``coordinator``: its answer is a JSON decision) refuses ``--stream``.
+
+Must not print or store keys, and must not bypass ``run_agent`` (the policy gate runs before
+anything is recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from typing import Any, TextIO
 
 from agentledger.agents import (
     AGENTS,
     AgentConfig,
     AgentError,
+    AgentResult,
     AgentRunError,
+    ChunkInfo,
     GuardrailLimits,
+    ModelCallInfo,
+    RunHooks,
+    agent_spec,
     build_agent,
     normalize_config,
     run_agent,
@@ -54,7 +73,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="prompt version for a role, e.g. planner=v2 (repeatable)",
     )
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
-    p.add_argument("--json", action="store_true", help="print run id, status and answer as JSON")
+    p.add_argument(
+        "--stream",
+        action="store_true",
+        help="stream the answer's text to stdout as it arrives (the agent's 'stream' option; "
+        "not the coordinator)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print run id, status and answer as JSON (with --stream: JSON Lines, one object "
+        "per chunk, then the result)",
+    )
     p.set_defaults(func=cmd_run)
 
 
@@ -89,7 +119,17 @@ def _config(args: argparse.Namespace) -> AgentConfig:
     limits = GuardrailLimits()
     if args.max_steps is not None:
         limits = limits.model_copy(update={"max_steps": args.max_steps})
-    return AgentConfig(seed=args.seed, limits=limits, prompt_versions=versions)
+    options: dict[str, Any] = {}
+    if args.stream:
+        spec = agent_spec(args.agent)
+        if not spec.streams:
+            streaming = ", ".join(name for name, s in sorted(AGENTS.items()) if s.streams)
+            raise CliError(
+                f"--stream: the {args.agent} agent cannot stream its answer (it is not a "
+                f"model's free text); agents that stream: {streaming}"
+            )
+        options["stream"] = True
+    return AgentConfig(seed=args.seed, limits=limits, prompt_versions=versions, options=options)
 
 
 def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[str, ChatModel]:
@@ -113,6 +153,54 @@ def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[s
     return models
 
 
+class _StreamPrinter:
+    """Writes the answer role's streamed text to ``out`` as it arrives, one flush per chunk."""
+
+    def __init__(self, role: str, out: TextIO, *, json_lines: bool) -> None:
+        self._role = role
+        self._out = out
+        self._json_lines = json_lines
+        self._segment: list[str] = []
+        self.last: str | None = None
+        """The text of the last streamed call of the answer role (None: nothing streamed)."""
+
+    def hooks(self) -> RunHooks:
+        """The run hooks that feed this printer."""
+        return RunHooks(on_model_call=self.on_model_call, on_chunk=self.on_chunk)
+
+    def on_chunk(self, info: ChunkInfo) -> None:
+        """Print one chunk of the answer role's text."""
+        text = info.chunk.text
+        if info.role != self._role or not text:
+            return
+        self._segment.append(text)
+        if self._json_lines:
+            line = {"type": "chunk", "role": info.role, "text": text, "at_ms": info.chunk.at_ms}
+            self._write(json.dumps(line, ensure_ascii=False) + "\n")
+        else:
+            self._write(text)
+
+    def on_model_call(self, info: ModelCallInfo) -> None:
+        """End the text of a finished call of the answer role on its own line."""
+        if info.role == self._role:
+            self.close_segment()
+
+    def close_segment(self) -> None:
+        """End the call being printed (if any), keeping its text as the last streamed one."""
+        if not self._segment:
+            return
+        text = "".join(self._segment)
+        self._segment.clear()
+        self.last = text
+        if not self._json_lines and not text.endswith("\n"):
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        with contextlib.suppress(BrokenPipeError):  # a reader that left stops the printing
+            self._out.write(text)
+            self._out.flush()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the agent and print its answer."""
     try:
@@ -120,37 +208,75 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AgentError as error:
         raise CliError(str(error)) from None
     models = _models(args.agent, config, args)
+    printer: _StreamPrinter | None = None
+    role = agent_spec(args.agent).answer_role
+    if args.stream and role is not None:
+        printer = _StreamPrinter(role, sys.stdout, json_lines=args.json)
     with open_ledger(args) as ledger:
         try:
             result = run_agent(
-                ledger, args.agent, args.question, models=models, config=config, tags=args.tag
+                ledger,
+                args.agent,
+                args.question,
+                models=models,
+                config=config,
+                tags=args.tag,
+                hooks=printer.hooks() if printer is not None else None,
             )
         except AgentRunError as error:
+            if printer is not None:
+                printer.close_segment()
             print(f"agentledger: run {error.run_id} failed: {error.__cause__}", file=sys.stderr)
             return 1
         except AgentError as error:
             raise CliError(str(error)) from None
-    usage = result.usage
+    if printer is not None:
+        return _streamed_result(result, printer, json_lines=args.json)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "run_id": result.run_id,
-                    "status": result.status,
-                    "answer": result.answer,
-                    "model_calls": usage.model_calls,
-                    "tool_calls": usage.tool_calls,
-                    "total_tokens": usage.total_tokens,
-                },
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        print(json.dumps(_summary(result), indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
+    _print_summary(result)
+    return 0
+
+
+def _summary(result: AgentResult) -> dict[str, Any]:
+    usage = result.usage
+    return {
+        "run_id": result.run_id,
+        "status": result.status,
+        "answer": result.answer,
+        "model_calls": usage.model_calls,
+        "tool_calls": usage.tool_calls,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _streamed_result(result: AgentResult, printer: _StreamPrinter, *, json_lines: bool) -> int:
+    """After a streamed run: the answer when it is not what streamed last, then the summary."""
+    printer.close_segment()
+    streamed = printer.last == result.answer
+    if json_lines:
+        line = {"type": "result", **_summary(result), "answer_streamed": streamed}
+        print(json.dumps(line, ensure_ascii=False), flush=True)
+        return 0
+    if not streamed:
+        if printer.last is not None:
+            print(
+                f"agentledger: the run's recorded answer ({result.status}) differs from the "
+                "streamed text; it follows in full",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(result.answer, flush=True)
+    _print_summary(result)
+    return 0
+
+
+def _print_summary(result: AgentResult) -> None:
+    usage = result.usage
     print(
         f"run {result.run_id} {result.status}: {usage.model_calls} model calls, "
         f"{usage.tool_calls} tool calls, {usage.total_tokens} tokens",
         file=sys.stderr,
     )
-    return 0

@@ -19,6 +19,8 @@ from agentledger.agents.models import (
     ModelPrice,
     ModelRequest,
     PriceTable,
+    StreamChunk,
+    StreamingChatModel,
     ToolCallRequest,
 )
 
@@ -555,3 +557,151 @@ def test_a_connection_dropped_mid_stream_is_retried(
     assert (first.status_code, first.error_type) == (None, "ReadError")
     assert response.message.tool_calls[0].arguments == {"city": "Oslo"}
     assert sleeps == [0.5]
+
+
+# Streaming to a caller -------------------------------------------------------------------------
+
+
+def event_bytes(*events: dict[str, Any]) -> list[bytes]:
+    """The `event:`/`data:` lines of a stream, one item per event, to send one by one."""
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def incremental(parts: Iterator[bytes]) -> httpx2.Response:
+    """A 200 stream whose body is produced lazily, part by part, as the client reads it."""
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=parts)
+
+
+def test_the_model_satisfies_the_streaming_protocol(model: AnthropicChatModel) -> None:
+    """The adapter has the optional streaming capability."""
+    assert isinstance(model, StreamingChatModel)
+
+
+def test_stream_hands_text_and_tool_input_over_in_order_and_assembles_the_answer(
+    server: FakeAnthropic, model: AnthropicChatModel
+) -> None:
+    """Text deltas, the tool_use start and its input fragments reach the handler in order."""
+    server.then(sse(*tool_use_stream('{"ci', 'ty": ', '"Oslo"}')))
+    seen: list[StreamChunk] = []
+    response = model.stream(request(tools=[WEATHER_TOOL]), seen.append)
+    assert server.bodies[0]["stream"] is True
+    assert [(c.text, c.tool_index, c.tool_name, c.tool_arguments) for c in seen] == [
+        ("Let me ", None, "", ""),
+        ("check.", None, "", ""),
+        ("", 0, "get_weather", ""),
+        ("", 0, "", '{"ci'),
+        ("", 0, "", 'ty": '),
+        ("", 0, "", '"Oslo"}'),
+    ]
+    assert response.message.content == "Let me check."
+    assert response.message.tool_calls == [
+        ToolCallRequest(id="toolu_s1", name="get_weather", arguments={"city": "Oslo"})
+    ]
+    assert response.finish_reason == "tool_calls"
+    assert response.chunks == [(c.at_ms, c.chars) for c in seen]
+    assert response.ttft_ms == seen[0].at_ms
+    times = [at for at, _ in response.chunks]
+    assert times == sorted(times)
+    assert response.ttft_ms is not None
+    assert 0 <= response.ttft_ms <= response.latency_ms
+
+
+def test_stream_delivers_each_chunk_before_the_next_event_is_read(
+    server: FakeAnthropic, model: AnthropicChatModel
+) -> None:
+    """Chunks reach the handler as their events arrive."""
+    seen: list[str] = []
+    handed_before: list[int] = []
+    events = [
+        message_start(),
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        text_delta(0, "One "),
+        text_delta(0, "two."),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 3},
+        },
+        {"type": "message_stop"},
+    ]
+
+    def body() -> Iterator[bytes]:
+        for line in event_bytes(*events):
+            handed_before.append(len(seen))
+            yield line
+
+    server.then(incremental(body()))
+    response = model.stream(request(), lambda c: seen.append(c.text))
+    assert seen == ["One ", "two."]
+    assert handed_before == [0, 0, 0, 1, 2, 2, 2]
+    assert response.message.content == "One two."
+
+
+def test_an_overloaded_stream_before_its_first_chunk_is_retried(
+    server: FakeAnthropic, model: AnthropicChatModel, sleeps: list[float]
+) -> None:
+    """An `overloaded_error` event before any content is retried; the caller sees one answer."""
+    server.then(
+        sse(
+            message_start(),
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+        sse(*tool_use_stream('{"city": "Oslo"}')),
+    )
+    seen: list[StreamChunk] = []
+    response = model.stream(request(), seen.append)
+    assert [c.text for c in seen if c.text] == ["Let me ", "check."]
+    assert [a.status_code for a in response.attempts] == [529, None]
+    assert sleeps == [0.5]
+    assert response.chunks is not None
+    assert len(response.chunks) == len(seen)
+
+
+def test_a_stream_broken_after_its_first_chunk_is_not_retried(
+    server: FakeAnthropic, model: AnthropicChatModel, sleeps: list[float]
+) -> None:
+    """Once text reached the caller, a dropped connection fails the call at once."""
+    events = tool_use_stream('{"city": "Oslo"}')[:4]  # up to the first text delta
+
+    def cut_short() -> Iterator[bytes]:
+        yield from event_bytes(*events)
+        raise httpx2.ReadError("connection reset by peer")
+
+    server.then(incremental(cut_short()), sse(*tool_use_stream('{"city": "Oslo"}')))
+    seen: list[str] = []
+    with pytest.raises(ModelCallError) as caught:
+        model.stream(request(), lambda c: seen.append(c.text))
+    assert seen == ["Let me "]
+    assert not caught.value.retryable
+    assert [a.error_type for a in caught.value.attempts] == ["ReadError"]
+    assert "after 1 chunk had reached the caller" in str(caught.value)
+    assert sleeps == []
+    assert len(server.requests) == 1
+
+
+def test_an_overloaded_error_event_after_the_first_chunk_is_not_retried(
+    server: FakeAnthropic, model: AnthropicChatModel, sleeps: list[float]
+) -> None:
+    """A 529 event mid-answer still ends a call the caller watched."""
+    events = tool_use_stream('{"city": "Oslo"}')[:4]
+    server.then(
+        sse(*events, {"type": "error", "error": {"type": "overloaded_error", "message": "Busy"}}),
+        sse(*tool_use_stream('{"city": "Oslo"}')),
+    )
+    with pytest.raises(ModelCallError) as caught:
+        model.stream(request(), lambda _: None)
+    assert caught.value.status_code == 529
+    assert len(caught.value.attempts) == 1
+    assert sleeps == []
+
+
+def test_complete_with_stream_reports_timings(
+    server: FakeAnthropic, model: AnthropicChatModel
+) -> None:
+    """`complete` on a streamed request assembles it and reports its chunk timings."""
+    server.then(sse(*tool_use_stream('{"city": "Oslo"}')))
+    response = model.complete(request(stream=True))
+    assert response.chunks is not None
+    assert [chars for _, chars in response.chunks] == [7, 6, 11, 16]
+    assert response.ttft_ms == response.chunks[0][0]

@@ -19,7 +19,10 @@ from agentledger.agents.models import (
     ModelRequest,
     OpenAIChatModel,
     PriceTable,
+    StreamChunk,
+    StreamingChatModel,
     ToolCallRequest,
+    stream_completion,
 )
 
 KEY = "sk-test-0123456789abcdef"
@@ -504,3 +507,214 @@ def test_base_url_points_at_an_openai_compatible_server(server: FakeOpenAI) -> N
     assert str(server.requests[0].url) == "http://localhost:11434/v1/chat/completions"
     assert response.model == "llama3"
     assert "localhost:11434" in repr(chat)
+
+
+# Streaming to a caller -------------------------------------------------------------------------
+
+
+def sse_lines(*events: dict[str, Any] | str) -> list[bytes]:
+    """The `data:` lines of a stream, one per event, to send one by one."""
+    return [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events]
+
+
+def incremental(parts: Iterator[bytes]) -> httpx2.Response:
+    """A 200 stream whose body is produced lazily, part by part, as the client reads it."""
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=parts)
+
+
+TOOL_STREAM = (
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Checking "}),
+    chunk({"content": "the weather."}),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_s1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": ""},
+                }
+            ]
+        }
+    ),
+    chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]}),
+    chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ty": "Oslo"}'}}]}),
+    chunk({}, finish_reason="tool_calls"),
+    {
+        **chunk({}),
+        "choices": [],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+    },
+    "[DONE]",
+)
+
+
+def test_the_model_satisfies_the_streaming_protocol(model: OpenAIChatModel) -> None:
+    """The adapter has the optional streaming capability."""
+    assert isinstance(model, StreamingChatModel)
+
+
+def test_stream_hands_text_and_tool_fragments_over_in_order_and_assembles_the_answer(
+    server: FakeOpenAI, model: OpenAIChatModel
+) -> None:
+    """Each text delta and tool-call fragment reaches the handler; the answer is assembled."""
+    server.then(sse(*TOOL_STREAM))
+    seen: list[StreamChunk] = []
+    response = model.stream(request(tools=[WEATHER_TOOL]), seen.append)
+    body = server.bodies[0]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert [(c.text, c.tool_index, c.tool_name, c.tool_arguments) for c in seen] == [
+        ("Checking ", None, "", ""),
+        ("the weather.", None, "", ""),
+        ("", 0, "get_weather", ""),
+        ("", 0, "", '{"ci'),
+        ("", 0, "", 'ty": "Oslo"}'),
+    ]
+    assert response.message.content == "Checking the weather."
+    assert response.message.tool_calls == [
+        ToolCallRequest(id="call_s1", name="get_weather", arguments={"city": "Oslo"})
+    ]
+    assert response.usage.total == 42
+    assert response.chunks == [(c.at_ms, c.chars) for c in seen]
+    assert [chars for _, chars in response.chunks] == [9, 12, 11, 4, 12]
+    assert response.ttft_ms == seen[0].at_ms
+    times = [at for at, _ in response.chunks]
+    assert times == sorted(times)
+    assert 0 <= response.ttft_ms <= response.latency_ms
+
+
+def test_stream_delivers_each_chunk_before_the_next_one_is_read(
+    server: FakeOpenAI, model: OpenAIChatModel
+) -> None:
+    """Chunks reach the handler as they arrive, not once the whole stream has been read."""
+    seen: list[str] = []
+    handed_before: list[int] = []
+
+    def body() -> Iterator[bytes]:
+        for line in sse_lines(
+            chunk({"content": "One "}),
+            chunk({"content": "two "}),
+            chunk({"content": "three."}, finish_reason="stop"),
+            "[DONE]",
+        ):
+            handed_before.append(len(seen))
+            yield line
+
+    server.then(incremental(body()))
+    response = model.stream(request(), lambda c: seen.append(c.text))
+    assert seen == ["One ", "two ", "three."]
+    assert handed_before == [0, 1, 2, 3]
+    assert response.message.content == "One two three."
+
+
+def test_a_failure_before_the_first_chunk_is_retried_and_streams_once(
+    server: FakeOpenAI, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    """A 503, then a stream cut before any content: both retried; the caller sees one answer."""
+
+    def cut_before_content() -> Iterator[bytes]:
+        yield from sse_lines(chunk({"role": "assistant", "content": ""}))
+        raise httpx2.ReadError("connection reset by peer")
+
+    server.then(
+        error_response(503, "overloaded"),
+        incremental(cut_before_content()),
+        sse(chunk({"content": "Sunny "}), chunk({"content": "in Oslo."}, "stop"), "[DONE]"),
+    )
+    seen: list[str] = []
+    response = model.stream(request(), lambda c: seen.append(c.text))
+    assert seen == ["Sunny ", "in Oslo."]
+    assert [a.status_code for a in response.attempts] == [503, None, None]
+    assert [a.error_type for a in response.attempts] == [
+        "InternalServerError",
+        "APIConnectionError",
+        None,
+    ]
+    assert sleeps == [0.5, 1.0]
+    assert response.message.content == "Sunny in Oslo."
+    assert response.chunks is not None
+    assert len(response.chunks) == 2
+
+
+def test_a_stream_broken_after_its_first_chunk_is_not_retried(
+    server: FakeOpenAI, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    """Once text reached the caller, a dropped connection fails the call at once."""
+
+    def cut_mid_answer() -> Iterator[bytes]:
+        yield from sse_lines(chunk({"content": "Sunny "}), chunk({"content": "and "}))
+        raise httpx2.ReadError("connection reset by peer")
+
+    server.then(incremental(cut_mid_answer()), completion())
+    seen: list[str] = []
+    with pytest.raises(ModelCallError) as caught:
+        model.stream(request(), lambda c: seen.append(c.text))
+    error = caught.value
+    assert seen == ["Sunny ", "and "]
+    assert not error.retryable
+    assert [a.error_type for a in error.attempts] == ["APIConnectionError"]
+    assert "after 2 chunks" in str(error)
+    assert sleeps == []
+    assert len(server.requests) == 1
+
+
+def test_an_error_event_after_the_first_chunk_is_not_retried(
+    server: FakeOpenAI, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    """A retryable `server_error` event mid-answer still ends a call the caller watched."""
+    server.then(
+        sse(
+            chunk({"content": "Sunny"}),
+            {"error": {"message": "The server had an error", "type": "server_error"}},
+        ),
+        completion(),
+    )
+    with pytest.raises(ModelCallError) as caught:
+        model.stream(request(), lambda _: None)
+    assert caught.value.error_type == "APIError"
+    assert len(caught.value.attempts) == 1
+    assert sleeps == []
+
+
+def test_complete_with_stream_reports_timings_and_retries_a_stream_no_one_watched(
+    server: FakeOpenAI, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    """`complete` on a streamed request has no caller to protect: a cut stream is retried."""
+
+    def cut_mid_answer() -> Iterator[bytes]:
+        yield from sse_lines(chunk({"content": "Sunny "}))
+        raise httpx2.ReadError("connection reset by peer")
+
+    server.then(
+        incremental(cut_mid_answer()),
+        sse(chunk({"content": "Rain."}, "stop"), "[DONE]"),
+    )
+    response = model.complete(request(stream=True))
+    assert response.message.content == "Rain."
+    assert sleeps == [0.5]
+    assert response.chunks is not None
+    assert [chars for _, chars in response.chunks] == [5]
+    assert response.ttft_ms == response.chunks[0][0]
+
+
+def test_an_unstreamed_answer_reports_no_stream_timings(
+    server: FakeOpenAI, model: OpenAIChatModel
+) -> None:
+    """A plain call has no time to first token and no chunks."""
+    server.then(completion())
+    response = model.complete(request())
+    assert (response.ttft_ms, response.chunks) == (None, None)
+
+
+def test_stream_completion_streams_through_the_adapter(
+    server: FakeOpenAI, model: OpenAIChatModel
+) -> None:
+    """`stream_completion` streams a streaming model even when the request does not ask."""
+    server.then(sse(chunk({"content": "Hi "}), chunk({"content": "there."}, "stop"), "[DONE]"))
+    seen: list[str] = []
+    response = stream_completion(model, request(), lambda c: seen.append(c.text))
+    assert seen == ["Hi ", "there."]
+    assert server.bodies[0]["stream"] is True
+    assert response.chunks is not None

@@ -24,11 +24,14 @@ from agentledger.agents.models import (
     ScriptedModel,
     ScriptExhaustedError,
     ScriptFormatError,
+    StreamChunk,
+    StreamingChatModel,
     ToolCallRequest,
     UnknownModelSpecError,
     Usage,
     model_from_spec,
     scripted_tool_call,
+    stream_completion,
 )
 
 
@@ -324,3 +327,104 @@ def test_prices_cover_snapshots_and_can_be_overridden() -> None:
         {"gpt-4o-mini": ModelPrice(input_usd_per_mtok=0.0, output_usd_per_mtok=1.0)}
     )
     assert cheaper.cost("gpt-4o-mini", usage) == pytest.approx(1.0)
+
+
+# Streaming -------------------------------------------------------------------------------------
+
+
+def test_a_scripted_answer_streams_word_by_word_at_the_chosen_interval() -> None:
+    """Words keep their trailing whitespace; the k-th chunk arrives at k * interval."""
+    model = ScriptedModel(["  Sunny in\nOslo, 21 C."], chunk_interval_ms=10.0)
+    seen: list[StreamChunk] = []
+    response = model.stream(ask("weather?"), seen.append)
+    assert [c.text for c in seen] == ["  ", "Sunny ", "in\n", "Oslo, ", "21 ", "C."]
+    assert "".join(c.text for c in seen) == response.message.content
+    assert [c.at_ms for c in seen] == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    assert response.ttft_ms == 10.0
+    assert response.chunks == [(10.0, 2), (20.0, 6), (30.0, 3), (40.0, 6), (50.0, 3), (60.0, 2)]
+    assert response.latency_ms == 60.0
+
+
+def test_a_streamed_answer_is_the_same_answer_as_a_completed_one() -> None:
+    """Streaming changes how the answer is handed over, never what it is."""
+    script: list[str | Message] = [
+        "Two words.",
+        scripted_tool_call("weather", {"city": "Oslo"}, content="Checking."),
+    ]
+    completed = ScriptedModel(script)
+    streamed = ScriptedModel(script)
+    for question in ("a", "b"):
+        plain = completed.complete(ask(question))
+        seen: list[StreamChunk] = []
+        live = streamed.stream(ask(question), seen.append)
+        assert live.message == plain.message
+        assert live.usage == plain.usage
+        assert (plain.ttft_ms, plain.chunks) == (None, None)
+    assert [(c.text, c.tool_index, c.tool_name, c.tool_arguments) for c in seen] == [
+        ("Checking.", None, "", ""),
+        ("", 0, "weather", '{"city":"Oslo"}'),
+    ]
+
+
+def test_default_timings_are_zero_and_an_empty_answer_has_no_chunks() -> None:
+    """Without an interval every chunk is at 0 ms; an answer with nothing in it sends nothing."""
+    model = ScriptedModel(["a b", ""])
+    first = model.stream(ask("x"), lambda _: None)
+    assert first.chunks == [(0.0, 2), (0.0, 1)]
+    assert first.ttft_ms == 0.0
+    seen: list[StreamChunk] = []
+    empty = model.stream(ask("y"), seen.append)
+    assert seen == []
+    assert (empty.ttft_ms, empty.chunks) == (None, [])
+
+
+def test_complete_on_a_streamed_request_reports_the_stream_timings() -> None:
+    """`complete` with `stream` set streams to no one, like the vendor adapters."""
+    model = ScriptedModel(["one two"], chunk_interval_ms=5.0)
+    response = model.complete(ask("x").model_copy(update={"stream": True}))
+    assert response.chunks == [(5.0, 4), (10.0, 3)]
+
+
+def test_a_negative_interval_is_refused() -> None:
+    """Chunks cannot arrive before the call started."""
+    with pytest.raises(ValueError, match="chunk_interval_ms"):
+        ScriptedModel(["x"], chunk_interval_ms=-1.0)
+
+
+class PlainModel:
+    """A model with no streaming capability (like a replay's recorded model)."""
+
+    name = "plain:model"
+    provider = "plain"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """The whole answer at once."""
+        del request
+        return ModelResponse(
+            message=Message.assistant("All at once."),
+            finish_reason="stop",
+            model="model",
+            provider="plain",
+            latency_ms=12.0,
+        )
+
+
+def test_a_model_that_cannot_stream_hands_its_whole_answer_over_as_one_chunk() -> None:
+    """`stream_completion`'s default: one chunk at the answer's latency, no timings reported."""
+    plain = PlainModel()
+    assert isinstance(plain, ChatModel)
+    assert not isinstance(plain, StreamingChatModel)
+    seen: list[StreamChunk] = []
+    response = stream_completion(plain, ask("x"), seen.append)
+    assert seen == [StreamChunk(at_ms=12.0, text="All at once.")]
+    assert (response.ttft_ms, response.chunks) == (None, None)
+
+
+def test_stream_completion_streams_a_scripted_model() -> None:
+    """A streaming model streams through `stream_completion`, with or without a handler."""
+    model = ScriptedModel(["a b", "c"])
+    assert isinstance(model, StreamingChatModel)
+    seen: list[str] = []
+    stream_completion(model, ask("x"), lambda c: seen.append(c.text))
+    assert seen == ["a ", "b"]
+    assert stream_completion(model, ask("y")).chunks == [(0.0, 1)]

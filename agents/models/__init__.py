@@ -1,5 +1,9 @@
 """Model ports: the `ChatModel` protocol, neutral request/response types, and their adapters.
 
+`StreamingChatModel` is the optional streaming capability (every model here has it) and
+`stream_completion` streams through any `ChatModel`, handing a model that cannot stream's answer
+over as one chunk.
+
 `OpenAIChatModel` and `AnthropicChatModel` are imported on first use (PEP 562), so importing this
 package never imports a vendor SDK; `ScriptedModel` is the deterministic fake for tests and
 offline runs. Models are pure ports: they answer requests and never touch the ledger; the
@@ -10,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentledger.agents.models._protocol import ChatModel
+from agentledger.agents.models._protocol import ChatModel, StreamingChatModel, stream_completion
 from agentledger.agents.models._registry import model_from_spec
 from agentledger.agents.models._scripted import ScriptedModel, estimate_tokens, scripted_tool_call
 from agentledger.agents.models._types import (
     Attempt,
+    ChunkHandler,
     FinishReason,
     Message,
     ModelPrice,
@@ -22,6 +27,7 @@ from agentledger.agents.models._types import (
     ModelResponse,
     PriceTable,
     Role,
+    StreamChunk,
     ToolCallRequest,
     Usage,
 )
@@ -42,6 +48,7 @@ __all__ = [
     "AnthropicChatModel",
     "Attempt",
     "ChatModel",
+    "ChunkHandler",
     "FinishReason",
     "Message",
     "MissingAPIKeyError",
@@ -56,12 +63,15 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptFormatError",
     "ScriptedModel",
+    "StreamChunk",
+    "StreamingChatModel",
     "ToolCallRequest",
     "UnknownModelSpecError",
     "Usage",
     "estimate_tokens",
     "model_from_spec",
     "scripted_tool_call",
+    "stream_completion",
 ]
 
 

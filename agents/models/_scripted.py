@@ -3,7 +3,10 @@
 This module owns the fake model that tests, demos and `scripted:FILE` runs use: answers in order,
 every request it saw kept in `.requests`, deterministic tool call ids (`call_1`, `call_2`, ...),
 usage estimated from text length and zero latency, and a loud `ScriptExhaustedError` when the
-script runs out (it never answers with nothing). It also reads scripts from JSON or JSONL files.
+script runs out (it never answers with nothing). It streams too, deterministically: the answer's
+text word by word (each word with the whitespace after it), then one chunk per tool call, the
+k-th chunk stamped `k * chunk_interval_ms` (0 by default), so offline runs and tests stream
+with timings they choose. It also reads scripts from JSON or JSONL files.
 
 It must not import a vendor SDK, touch the network, or read the clock.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agentledger.agents.models._types import (
     Attempt,
+    ChunkHandler,
     Message,
     ModelRequest,
     ModelResponse,
+    StreamChunk,
     ToolCallRequest,
     Usage,
 )
@@ -34,6 +40,9 @@ AnswerFunction = Callable[[ModelRequest], Answer]
 """A script step computed from the request it answers."""
 
 PROVIDER = "scripted"
+
+_WORD = re.compile(r"\s+|\S+\s*")
+"""A streamed word: leading whitespace alone, else a word with the whitespace after it."""
 
 
 def scripted_tool_call(
@@ -65,6 +74,9 @@ class ScriptedModel:
     the request and returns any of those), or one callable that answers every request. Every
     request is appended to `.requests` before it is answered, so a failing test can show what the
     model was asked. Asking past the end raises `ScriptExhaustedError`.
+
+    `stream` hands the answer over in word-sized chunks; `chunk_interval_ms` is the (simulated,
+    never slept) time between chunks, so the k-th chunk arrives at `k * chunk_interval_ms`.
     """
 
     def __init__(
@@ -72,7 +84,11 @@ class ScriptedModel:
         script: Sequence[Answer | AnswerFunction] | AnswerFunction,
         *,
         name: str = "scripted:test",
+        chunk_interval_ms: float = 0.0,
     ) -> None:
+        if chunk_interval_ms < 0:
+            msg = f"chunk_interval_ms must be at least 0, got {chunk_interval_ms}"
+            raise ValueError(msg)
         if isinstance(script, str):
             msg = "a script is a list of answers; wrap a single answer as [answer]"
             raise TypeError(msg)
@@ -82,6 +98,7 @@ class ScriptedModel:
         )
         self._function: AnswerFunction | None = script if callable(script) else None
         self._next_call = 1
+        self._chunk_interval_ms = chunk_interval_ms
         self.requests: list[ModelRequest] = []
 
     @property
@@ -123,7 +140,43 @@ class ScriptedModel:
         return cls(answers, name=name or f"scripted:{path}")
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """Record `request` and answer it with the next script step."""
+        """Record `request` and answer it with the next script step.
+
+        With `request.stream` the answer is "streamed" (to no one) and reports its chunk timings.
+        """
+        if request.stream:
+            return self.stream(request, _ignore)
+        return self._answer(request)
+
+    def stream(self, request: ModelRequest, on_chunk: ChunkHandler) -> ModelResponse:
+        """Answer like `complete`, handing the answer to `on_chunk` in deterministic chunks."""
+        response = self._answer(request)
+        pieces = [
+            StreamChunk(at_ms=0.0, text=word) for word in _WORD.findall(response.message.content)
+        ]
+        pieces += [
+            StreamChunk(
+                at_ms=0.0,
+                tool_index=index,
+                tool_name=call.name,
+                tool_arguments=call.arguments_json(),
+            )
+            for index, call in enumerate(response.message.tool_calls)
+        ]
+        timings: list[tuple[float, int]] = []
+        for number, piece in enumerate(pieces, start=1):
+            chunk = piece.model_copy(update={"at_ms": number * self._chunk_interval_ms})
+            timings.append((chunk.at_ms, chunk.chars))
+            on_chunk(chunk)
+        return response.model_copy(
+            update={
+                "ttft_ms": timings[0][0] if timings else None,
+                "chunks": timings,
+                "latency_ms": max(response.latency_ms, timings[-1][0] if timings else 0.0),
+            }
+        )
+
+    def _answer(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         step: Answer | AnswerFunction
         if self._function is not None:
@@ -175,6 +228,10 @@ class ScriptedModel:
         number = self._next_call
         self._next_call += 1
         return call.model_copy(update={"id": f"call_{number}"})
+
+
+def _ignore(chunk: StreamChunk) -> None:
+    del chunk
 
 
 class _ScriptedCall(BaseModel):

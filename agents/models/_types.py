@@ -2,9 +2,10 @@
 
 This module owns the wire-independent shapes that every `ChatModel` speaks and that the
 orchestration layer records: `Message`, `ToolCallRequest`, `ModelRequest` (with its replay
-`fingerprint()`), `ModelResponse`, `Usage`, `Attempt` and the `PriceTable` that turns usage into
-USD. Every model is a frozen pydantic model with `extra="forbid"` whose JSON form is JSON-native
-(no NaN or Infinity), so it can be hashed and stored as it is.
+`fingerprint()`), `ModelResponse`, `Usage`, `Attempt`, `StreamChunk` (one piece of a streamed
+answer as it arrived) and the `PriceTable` that turns usage into USD. Every model is a frozen
+pydantic model with `extra="forbid"` whose JSON form is JSON-native (no NaN or Infinity), so it
+can be hashed and stored as it is.
 
 It must not know any vendor: no SDK imports, no vendor field names beyond what the adapters map.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
@@ -121,7 +123,10 @@ class ModelRequest(_Value):
 
     `model` is the vendor model id to call; an adapter given an empty string calls the model it
     was built for. `tools` are neutral schemas `{"name", "description", "parameters"}` (JSON
-    Schema). `extra` is passed to the vendor request body as it is.
+    Schema). `extra` is passed to the vendor request body as it is. `stream` asks for the answer
+    to be streamed over the wire: `complete` then assembles it (and reports its chunk timings),
+    `stream_completion` also hands each chunk to a callback as it arrives. It is not part of the
+    recorded request: a streamed and an unstreamed call of the same request are the same call.
     """
 
     model: str
@@ -203,11 +208,39 @@ class Attempt(_Value):
         return self.error_type is None
 
 
+class StreamChunk(_Value):
+    """One piece of a streamed answer, as it arrived.
+
+    `at_ms` is when it arrived, in milliseconds since the call started (the origin of the
+    response's `latency_ms`, so a retry before the first chunk counts in it). `text` is answer
+    text this chunk adds; a tool call arrives as fragments: `tool_name` on the fragment that
+    starts call number `tool_index`, `tool_arguments` pieces of its argument JSON after that.
+    """
+
+    at_ms: float = Field(ge=0)
+    text: str = ""
+    tool_index: int | None = Field(default=None, ge=0)
+    tool_name: str = ""
+    tool_arguments: str = ""
+
+    @property
+    def chars(self) -> int:
+        """How many characters of the answer this chunk carries (text, tool name, arguments)."""
+        return len(self.text) + len(self.tool_name) + len(self.tool_arguments)
+
+
+ChunkHandler = Callable[[StreamChunk], None]
+"""Receives each chunk of a streamed answer as it arrives; what it raises ends the call."""
+
+
 class ModelResponse(_Value):
     """A model's answer in neutral form, with what an auditor needs about how it was obtained.
 
     `model` is the model id the vendor reported; `latency_ms` covers the whole call, retries and
-    backoff included, while each `Attempt` has its own latency.
+    backoff included, while each `Attempt` has its own latency. A streamed answer also reports
+    `ttft_ms` (time to its first chunk) and `chunks`, each chunk's `[at_ms, characters]` in
+    arrival order (both since the call started); both are None for an answer that did not
+    stream. The answer itself (`message`, usage) is the assembled one.
     """
 
     message: Message
@@ -222,6 +255,8 @@ class ModelResponse(_Value):
     raw_finish_reason: str | None = None
     served_from: str | None = None
     """Set when no model answered: ``RUN@POSITION`` of the recorded call this answer repeats."""
+    ttft_ms: float | None = Field(default=None, ge=0)
+    chunks: list[tuple[float, int]] | None = None
 
     @field_validator("message")
     @classmethod

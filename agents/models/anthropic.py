@@ -3,13 +3,15 @@
 This module owns everything Anthropic-shaped: splitting system messages out into the `system`
 parameter, mapping assistant tool calls to `tool_use` blocks and `tool` messages to `tool_result`
 blocks (consecutive results merged into one user message), mapping the answer back (text, tool
-calls, usage with cache tokens, `stop_reason`), assembling a streamed answer from its raw events
-(text deltas and `input_json_delta` fragments), and translating the SDK's errors into
-`ModelCallError`, Anthropic's 529 "overloaded" included.
+calls, usage with cache tokens, `stop_reason`), streaming (`stream=True`: each text delta and
+`input_json_delta` fragment handed on as it arrives, then the raw events assembled into one answer
+with its chunk timings), and translating the SDK's errors into `ModelCallError`, Anthropic's 529
+"overloaded" included.
 
 It is the only module that imports `anthropic`. It must not record anything (the orchestration
 layer records the answers) and must not keep the API key anywhere but inside the SDK client. The
-SDK's own retries are off (`max_retries=0`): every attempt goes through `_retry` and is recorded.
+SDK's own retries are off (`max_retries=0`): every attempt goes through `_retry` and is recorded;
+a stream is retried only before its first chunk reached the caller.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from agentledger.agents.models._retry import (
     is_retryable_status,
     retry_after_seconds,
 )
+from agentledger.agents.models._streaming import ChunkRelay, classify_streaming
 from agentledger.agents.models._types import (
+    ChunkHandler,
     FinishReason,
     Message,
     ModelRequest,
@@ -134,18 +138,37 @@ class AnthropicChatModel:
         self._client.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """Call the Messages API for `request`, retrying transient failures."""
+        """Call the Messages API for `request`, retrying transient failures.
+
+        With `request.stream` the answer is streamed over the wire and assembled, and the
+        response reports its chunk timings.
+        """
+        return self._complete(request, streaming=request.stream, on_chunk=None)
+
+    def stream(self, request: ModelRequest, on_chunk: ChunkHandler) -> ModelResponse:
+        """Stream the answer to `request`, handing each text delta or tool-input fragment on.
+
+        Retries only before the first chunk reached `on_chunk`.
+        """
+        return self._complete(request, streaming=True, on_chunk=on_chunk)
+
+    def _complete(
+        self, request: ModelRequest, *, streaming: bool, on_chunk: ChunkHandler | None
+    ) -> ModelResponse:
         model = request.model or self._model
         started = time.perf_counter()
+        relay = ChunkRelay(on_chunk, started) if streaming else None
         answer, attempts = call_with_retries(
-            lambda: self._call(model, request),
-            classify=_classify,
+            lambda: self._call(model, request, relay),
+            classify=_classify if relay is None else classify_streaming(_classify, relay),
             provider=PROVIDER,
             model=model,
             policy=self._policy,
             sleep=self._sleep,
             jitter=self._jitter,
         )
+        if relay is not None:
+            answer = relay.stamp(answer)
         cost = self._prices.cost(answer.model, answer.usage)
         return answer.model_copy(
             update={
@@ -155,7 +178,7 @@ class AnthropicChatModel:
             }
         )
 
-    def _call(self, model: str, request: ModelRequest) -> ModelResponse:
+    def _call(self, model: str, request: ModelRequest, relay: ChunkRelay | None) -> ModelResponse:
         system, messages = _split_messages(request.messages)
         tools = [_tool_param(tool) for tool in request.tools]
         # The 2.x SDK dropped temperature/top_p from its signature: send them in the body, and
@@ -168,7 +191,8 @@ class AnthropicChatModel:
         body.update(request.extra)
         max_tokens = request.max_tokens or self._max_tokens
         stop_sequences = request.stop if request.stop is not None else anthropic.omit
-        if request.stream:
+        if relay is not None:
+            relay.restart()
             events = self._client.messages.create(
                 model=model,
                 max_tokens=max_tokens,
@@ -180,7 +204,7 @@ class AnthropicChatModel:
                 stream=True,
             )
             with events:
-                return _assemble_stream(events, model)
+                return _assemble_stream(events, model, relay)
         answer = self._client.messages.create(
             model=model,
             max_tokens=max_tokens,
@@ -311,10 +335,15 @@ class _PartialBlock:
 
 
 def _assemble_stream(
-    events: Iterable[_wire.RawMessageStreamEvent], requested_model: str
+    events: Iterable[_wire.RawMessageStreamEvent], requested_model: str, relay: ChunkRelay
 ) -> ModelResponse:
-    """Fold raw stream events into one answer: text deltas, tool input JSON, final usage."""
+    """Fold raw stream events into one answer: text deltas, tool input JSON, final usage.
+
+    Each text delta and tool-input fragment goes to `relay` as it arrives (`tool_index` counts
+    the answer's tool calls, not its content blocks).
+    """
     blocks: dict[int, _PartialBlock] = {}
+    tool_numbers: dict[int, int] = {}
     raw_id: str | None = None
     model = ""
     stop: str | None = None
@@ -332,15 +361,22 @@ def _assemble_stream(
             block = event.content_block
             if isinstance(block, _wire.TextBlock):
                 blocks[event.index] = _PartialBlock("text", [block.text])
+                relay.emit(text=block.text)
             elif isinstance(block, _wire.ToolUseBlock):
                 blocks[event.index] = _PartialBlock("tool_use", id=block.id, name=block.name)
+                tool_numbers[event.index] = len(tool_numbers)
+                relay.emit(tool_index=tool_numbers[event.index], tool_name=block.name)
         elif isinstance(event, _wire.RawContentBlockDeltaEvent):
             partial = blocks.get(event.index)
             delta = event.delta
             if partial is not None and isinstance(delta, _wire.TextDelta):
                 partial.text.append(delta.text)
+                relay.emit(text=delta.text)
             elif partial is not None and isinstance(delta, _wire.InputJSONDelta):
                 partial.text.append(delta.partial_json)
+                relay.emit(
+                    tool_index=tool_numbers.get(event.index), tool_arguments=delta.partial_json
+                )
         elif isinstance(event, _wire.RawMessageDeltaEvent):
             stop = event.delta.stop_reason or stop
             output_tokens = event.usage.output_tokens

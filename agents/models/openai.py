@@ -2,13 +2,16 @@
 
 This module owns everything OpenAI-shaped: mapping `ModelRequest` to a Chat Completions call
 (tools as `{"type": "function", "function": ...}`, tool results as `tool` messages), mapping the
-answer back (tool calls parsed into `ToolCallRequest`, usage, finish reason), assembling a
-streamed answer from its chunks, and translating the SDK's errors into `ModelCallError`. It works
-with any OpenAI-compatible server through `base_url`.
+answer back (tool calls parsed into `ToolCallRequest`, usage, finish reason), streaming
+(`stream=True` with `stream_options.include_usage`: each text delta and tool-call fragment handed
+on as it arrives, then assembled into one answer with its chunk timings), and translating the
+SDK's errors into `ModelCallError`. It works with any OpenAI-compatible server through
+`base_url`.
 
 It is the only module that imports `openai`. It must not record anything (the orchestration layer
 records the answers) and must not keep the API key anywhere but inside the SDK client. The SDK's
-own retries are off (`max_retries=0`): every attempt goes through `_retry` and is recorded.
+own retries are off (`max_retries=0`): every attempt goes through `_retry` and is recorded; a
+stream is retried only before its first chunk reached the caller.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from agentledger.agents.models._retry import (
     is_retryable_status,
     retry_after_seconds,
 )
+from agentledger.agents.models._streaming import ChunkRelay, classify_streaming
 from agentledger.agents.models._types import (
+    ChunkHandler,
     FinishReason,
     Message,
     ModelRequest,
@@ -123,18 +128,37 @@ class OpenAIChatModel:
         self._client.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        """Call Chat Completions for `request`, retrying transient failures."""
+        """Call Chat Completions for `request`, retrying transient failures.
+
+        With `request.stream` the answer is streamed over the wire and assembled, and the
+        response reports its chunk timings.
+        """
+        return self._complete(request, streaming=request.stream, on_chunk=None)
+
+    def stream(self, request: ModelRequest, on_chunk: ChunkHandler) -> ModelResponse:
+        """Stream the answer to `request`, handing each text delta or tool-call fragment on.
+
+        Retries only before the first chunk reached `on_chunk`.
+        """
+        return self._complete(request, streaming=True, on_chunk=on_chunk)
+
+    def _complete(
+        self, request: ModelRequest, *, streaming: bool, on_chunk: ChunkHandler | None
+    ) -> ModelResponse:
         model = request.model or self._model
         started = time.perf_counter()
+        relay = ChunkRelay(on_chunk, started) if streaming else None
         answer, attempts = call_with_retries(
-            lambda: self._call(model, request),
-            classify=_classify,
+            lambda: self._call(model, request, relay),
+            classify=_classify if relay is None else classify_streaming(_classify, relay),
             provider=PROVIDER,
             model=model,
             policy=self._policy,
             sleep=self._sleep,
             jitter=self._jitter,
         )
+        if relay is not None:
+            answer = relay.stamp(answer)
         cost = self._prices.cost(answer.model, answer.usage)
         return answer.model_copy(
             update={
@@ -144,11 +168,12 @@ class OpenAIChatModel:
             }
         )
 
-    def _call(self, model: str, request: ModelRequest) -> ModelResponse:
+    def _call(self, model: str, request: ModelRequest, relay: ChunkRelay | None) -> ModelResponse:
         completions = self._client.chat.completions
         messages = [_message_param(message) for message in request.messages]
         tools = [_tool_param(tool) for tool in request.tools]
-        if request.stream:
+        if relay is not None:
+            relay.restart()
             stream = completions.create(
                 model=model,
                 messages=messages,
@@ -162,7 +187,7 @@ class OpenAIChatModel:
                 stream_options={"include_usage": True},
             )
             with stream:
-                return _assemble_stream(stream, model)
+                return _assemble_stream(stream, model, relay)
         completion = completions.create(
             model=model,
             messages=messages,
@@ -287,9 +312,12 @@ class _PartialCall:
 
 
 def _assemble_stream(
-    chunks: Iterable[_chat.ChatCompletionChunk], requested_model: str
+    chunks: Iterable[_chat.ChatCompletionChunk], requested_model: str, relay: ChunkRelay
 ) -> ModelResponse:
-    """Fold streamed chunks (text, tool-call argument fragments, final usage) into one answer."""
+    """Fold streamed chunks (text, tool-call argument fragments, final usage) into one answer.
+
+    Each text delta and tool-call fragment goes to `relay` as it arrives.
+    """
     text: list[str] = []
     refusal: list[str] = []
     calls: dict[int, _PartialCall] = {}
@@ -308,17 +336,25 @@ def _assemble_stream(
             delta = choice.delta
             if delta.content:
                 text.append(delta.content)
+                relay.emit(text=delta.content)
             if delta.refusal:
                 refusal.append(delta.refusal)
+                relay.emit(text=delta.refusal)
             for fragment in delta.tool_calls or []:
                 partial = calls.setdefault(fragment.index, _PartialCall())
                 if fragment.id:
                     partial.id = fragment.id
                 if fragment.function is not None:
+                    name = ""
                     if fragment.function.name and not partial.name:
-                        partial.name = fragment.function.name
+                        partial.name = name = fragment.function.name
                     if fragment.function.arguments:
                         partial.arguments.append(fragment.function.arguments)
+                    relay.emit(
+                        tool_index=fragment.index,
+                        tool_name=name,
+                        tool_arguments=fragment.function.arguments or "",
+                    )
             if choice.finish_reason is not None:
                 finish = choice.finish_reason
     tool_calls = [
