@@ -35,7 +35,7 @@ from agentledger.projections._rm_query import (
     select_runs,
 )
 from agentledger.projections._rm_schema import DATA_TABLES, METADATA, SCHEMA_VERSION, TRACKING
-from agentledger.projections._sql import engine_for
+from agentledger.projections._sql import derived_engine_for
 from agentledger.projections.errors import ReadModelOptionError
 
 __all__ = ["DEFAULT_BATCH", "ProjectionStatus", "ReadModelProjector"]
@@ -83,7 +83,7 @@ class ReadModelProjector:
 
     def __init__(self, ledger: Ledger, *, engine: Engine | None = None) -> None:
         self.ledger = ledger
-        self.engine = engine or engine_for(ledger)
+        self.engine = engine or derived_engine_for(ledger)
         self._ready = False
 
     def close(self) -> None:

@@ -315,6 +315,11 @@ class SnapshotStore:
     def _ensure(self) -> None:
         if self._ready:
             return
+        if self._ledger.read_only:  # read what is there; create and alter nothing
+            if not inspect(self._engine).has_table(SNAPSHOTS_TABLE):
+                raise SnapshotStoreError(self._ledger.url, "no snapshot table (read-only)")
+            self._ready = True
+            return
         try:
             _metadata.create_all(self._engine, checkfirst=True)
         except SQLAlchemyError as e:

@@ -82,7 +82,9 @@ def fold_world_state(
         check_every(every)
     span = run_span(ledger, run_id, at)
     store = _store(ledger, snapshots)
-    state, start = fold_run(ledger, span, store=store, every=every if store is not None else None)
+    if store is None or ledger.read_only:
+        every = None  # a read-only ledger's snapshots are read, never written
+    state, start = fold_run(ledger, span, store=store, every=every)
     return FoldedState(state, start)
 
 

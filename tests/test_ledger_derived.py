@@ -312,9 +312,9 @@ def snapshot_rows(recorded: Recorded) -> list[tuple[Any, ...]]:
 
 
 def forge_snapshot(recorded: Recorded, position: int, state: dict[str, Any], **extra: Any) -> None:
-    """Replace a snapshot's state with `state`, its checksum recomputed to match."""
+    """Replace a snapshot's state with `state` (as text), its checksum recomputed to match."""
     text = canonical_json(state)
-    values = {"state": text.decode(), "checksum": checksum_of(text), **extra}
+    values = {"state": text.decode(), "state_packed": None, "checksum": checksum_of(text), **extra}
     assignments = ", ".join(f"{column} = ?" for column in values)
     recorded.db.execute(
         f"UPDATE agentledger_snapshots SET {assignments} WHERE run_id = ? AND position = ?",
