@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentledger.cli import _otel_command
 from agentledger.cli._common import (
     CliError,
     describe,
@@ -115,9 +116,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("export", help="write a run to one self-contained JSONL file")
-    p.add_argument("run")
-    p.add_argument("-o", "--output", required=True, help="file to write (- for stdout)")
+    p = sub.add_parser(
+        "export",
+        help="write a run to one self-contained JSONL file, or runs as OpenTelemetry traces",
+    )
+    p.add_argument(
+        "run", nargs="?", help="run id or unique prefix (otlp formats: or --all/--since)"
+    )
+    p.add_argument("-o", "--output", help="file to write (- for stdout): jsonl and otlp-json")
     p.add_argument(
         "--checkpoint",
         metavar="FILE",
@@ -125,6 +131,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "proof per event it covers, for `verify --file` offline",
     )
     p.add_argument("--json", action="store_true", help="report path, run and lines as JSON")
+    _otel_command.add_arguments(p)
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="verify an export file and add its run")
@@ -412,7 +419,14 @@ def print_snapshot_report(report: SnapshotReport) -> bool:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Export a run."""
+    """Export a run (or, in an OpenTelemetry format, runs)."""
+    if args.format != "jsonl":
+        return _otel_command.cmd_export_otel(args)
+    _otel_command.refuse_otel_options(args)
+    if args.run is None:
+        raise CliError("export needs RUN (--all and --since are for --format otlp|otlp-json)")
+    if args.output is None:
+        raise CliError("export needs -o FILE (or -o - for stdout)")
     note = None
     if args.checkpoint:
         from agentledger.cli._trust_commands import read_checkpoint_file
