@@ -32,6 +32,7 @@ from agentledger.agents.models.errors import (
     ScriptExhaustedError,
     ScriptFormatError,
     UnknownModelSpecError,
+    UnrecordedCallError,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ __all__ = [
     "ScriptedModel",
     "ToolCallRequest",
     "UnknownModelSpecError",
+    "UnrecordedCallError",
     "Usage",
     "estimate_tokens",
     "model_from_spec",
