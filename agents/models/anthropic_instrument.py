@@ -6,7 +6,7 @@ keeps the client's interface: everything passes through to it except ``messages.
 (``stream=True`` included) and ``messages.stream`` (the SDK's own `MessageStreamManager`, whose
 `MessageStream` - ``text_stream``, ``get_final_message()``... - reads its events through the
 recorder), each recorded as one ModelCalled per call (see
-`agentledger.agents.models._instrument_support`; ``messages.stream`` records ``stream: true``
+`agentledger.agents.models._instrument_calls`; ``messages.stream`` records ``stream: true``
 among the params, as the request it sends), and ``with_options``/``copy``, which return an
 instrumented copy recording into the same run. ``with_raw_response``,
 ``with_streaming_response`` and ``messages.parse`` would call the model unrecorded, so they
@@ -40,14 +40,12 @@ from anthropic.lib.streaming import (  # noqa: TID251 (the SDK's stream helper, 
     MessageStream,
 )
 
-from agentledger.agents.models._instrument_support import (
+from agentledger.agents.models._instrument_calls import (
     AsyncRecordedStream,
     CallSite,
-    Passthrough,
     RecordedStream,
-    Scrubber,
-    distribute,
 )
+from agentledger.agents.models._instrument_support import Passthrough, Scrubber, distribute
 from agentledger.agents.models.errors import UnrecordedCallError
 from agentledger.ledger import ModelCallPort
 from agentledger.ledger.events import ErrorInfo

@@ -4,7 +4,7 @@ Provides, through the ``agentledger.instrumentations`` entry point ``openai``, t
 `Instrumentation` for `openai.OpenAI` and `openai.AsyncOpenAI` (and their subclasses). The
 wrapped client keeps the client's interface: everything passes through to it except
 ``chat.completions.create`` (``stream=True`` included, ``stream_options`` as given), which is
-recorded as one ModelCalled per call (see `agentledger.agents.models._instrument_support`), and
+recorded as one ModelCalled per call (see `agentledger.agents.models._instrument_calls`), and
 ``with_options``/``copy``, which return an instrumented copy recording into the same run.
 ``with_raw_response``, ``with_streaming_response`` and ``chat.completions.parse``/``stream``
 would call the model unrecorded, so they raise `UnrecordedCallError`. Other resources
@@ -35,12 +35,8 @@ from typing import Any, ClassVar
 import httpx2
 import openai  # noqa: TID251 (this module is the OpenAI SDK's instrumentation)
 
-from agentledger.agents.models._instrument_support import (
-    CallSite,
-    Passthrough,
-    Scrubber,
-    distribute,
-)
+from agentledger.agents.models._instrument_calls import CallSite
+from agentledger.agents.models._instrument_support import Passthrough, Scrubber, distribute
 from agentledger.ledger import ModelCallPort
 from agentledger.ledger.events import ErrorInfo
 
