@@ -548,3 +548,18 @@ def test_a_run_recorded_on_postgresql_verifies_with_stream_timings(
     ledger, run_id = record_with_ledger(pg_url, server)
     with ledger:
         check_recorded_run(ledger, run_id)
+
+
+def test_a_stream_dropped_after_its_run_closed_is_left_out_quietly(
+    server: LoopbackServer, sqlite_url: str
+) -> None:
+    """A stream still open when its run completes has nowhere to record: no error is raised."""
+    with Ledger.open(sqlite_url) as ledger:
+        with ledger.record_run("late") as run:
+            stream = run.instrument(client(server)).chat.completions.create(
+                model="m", messages=USER, stream=True
+            )
+            next(stream)
+        del stream
+        gc.collect()
+        assert [e.kind for e in ledger.events(run.run_id)] == ["RunStarted", "RunCompleted"]

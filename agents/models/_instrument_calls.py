@@ -11,6 +11,7 @@ the `Vendor` strategy that speaks for one).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from time import perf_counter
@@ -26,7 +27,7 @@ from agentledger.agents.models._instrument_support import (
     never,
     to_json,
 )
-from agentledger.ledger import CallRecord, ModelCallPort, ServedCall
+from agentledger.ledger import CallRecord, ModelCallPort, RunClosedError, ServedCall
 from agentledger.ledger.events import Attempt, ErrorInfo
 
 __all__ = ["AsyncRecordedStream", "CallSite", "RecordedStream"]
@@ -387,9 +388,7 @@ class RecordedStream:
         return getattr(inner, name)
 
     def __del__(self) -> None:
-        state = self.__dict__.get("_state")
-        if state is not None and not state.done:
-            self._finish(None)
+        _record_dropped(self.__dict__.get("_state"))
 
 
 class AsyncRecordedStream:
@@ -463,11 +462,21 @@ class AsyncRecordedStream:
         return getattr(inner, name)
 
     def __del__(self) -> None:
-        state = self.__dict__.get("_state")
-        if state is not None and not state.done:
-            record = state.record(None)
-            if record is not None:
-                state.site.port.record_call(record)
+        _record_dropped(self.__dict__.get("_state"))
+
+
+def _record_dropped(state: _StreamState | None) -> None:
+    """Record a stream dropped unclosed (from ``__del__``: with the blocking `record_call`).
+
+    A run already closed takes nothing more: the call is then left out, since a finalizer has
+    no caller to raise to.
+    """
+    if state is None or state.done:
+        return
+    record = state.record(None)
+    if record is not None:
+        with contextlib.suppress(RunClosedError):
+            state.site.port.record_call(record)
 
 
 async def _as_async(chunks: Iterator[Any]) -> AsyncIterator[Any]:
