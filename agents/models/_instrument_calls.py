@@ -164,7 +164,7 @@ class CallSite:
             finish_reason=finish,
             latency_ms=(perf_counter() - started) * 1000.0,
             ttft_ms=first_token_ms(served.chunks) if stream else None,
-            chunks=(served.chunks or []) if stream else None,
+            chunks=served.chunks if stream else None,
             error=served.error,
             attempts=attempts,
         )
