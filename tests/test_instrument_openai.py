@@ -7,6 +7,7 @@ import gc
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -563,3 +564,22 @@ def test_a_stream_dropped_after_its_run_closed_is_left_out_quietly(
         del stream
         gc.collect()
         assert [e.kind for e in ledger.events(run.run_id)] == ["RunStarted", "RunCompleted"]
+
+
+def test_one_client_used_from_several_threads_records_every_call(server: LoopbackServer) -> None:
+    """Calls and streams from four threads through one wrapped client: each recorded once."""
+    port = KeptCalls()
+    completions = wrap(client(server), port).chat.completions
+
+    def ask(number: int) -> str:
+        messages = [{"role": "user", "content": f"q{number}"}]
+        if number % 2:
+            stream = completions.create(model="m", messages=messages, stream=True)
+            return "".join(c.choices[0].delta.content or "" for c in stream)
+        return str(completions.create(model="m", messages=messages).choices[0].message.content)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(ask, range(8)))
+    assert answers == [f"echo: q{n}" for n in range(8)]
+    recorded = sorted(c.response["choices"][0]["message"]["content"] for c in port.calls)  # type: ignore[index]
+    assert recorded == sorted(answers)
