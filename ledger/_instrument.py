@@ -82,12 +82,16 @@ class CallRecord:
 
 @dataclass(frozen=True)
 class ServedCall:
-    """What replay serves for one call: the recorded response (or error) and stream timings."""
+    """What replay serves for one call: the recorded response (or error) and stream timings.
+
+    ``attempts`` are the recorded attempts: a replayed error takes its HTTP status from them.
+    """
 
     response: dict[str, Any] | None
     error: ErrorInfo | None = None
     chunks: list[list[float]] | None = None
     position: int | None = None
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 @runtime_checkable

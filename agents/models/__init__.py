@@ -38,6 +38,7 @@ from agentledger.agents.models.errors import (
     ScriptExhaustedError,
     ScriptFormatError,
     UnknownModelSpecError,
+    UnrecordedCallError,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ __all__ = [
     "StreamingChatModel",
     "ToolCallRequest",
     "UnknownModelSpecError",
+    "UnrecordedCallError",
     "Usage",
     "estimate_tokens",
     "model_from_spec",

@@ -9,7 +9,9 @@ an `openai` or `anthropic` class. It must not import any vendor SDK.
     ├── MissingAPIKeyError          no api_key argument and the environment variable is unset
     ├── ScriptExhaustedError        a ScriptedModel was asked more often than it has answers
     ├── ScriptFormatError           a script file is not a list of answers  (also ValueError)
-    └── UnknownModelSpecError       model_from_spec could not parse its spec  (also ValueError)
+    ├── UnknownModelSpecError       model_from_spec could not parse its spec  (also ValueError)
+    └── UnrecordedCallError         an instrumented SDK client was asked for a call it cannot
+                                    record (``with_raw_response``, ``parse``, ...)
 
 Expected model failures that a run should record (a tool call with bad JSON arguments, a
 `length` finish) are not errors: they come back inside the `ModelResponse`.
@@ -102,4 +104,21 @@ class UnknownModelSpecError(ModelError, ValueError):
         super().__init__(
             f"unknown model spec {spec!r}; use one of: {', '.join(self.ACCEPTED)} "
             "(for example 'openai:gpt-4o-mini' or 'scripted:answers.jsonl')"
+        )
+
+
+class UnrecordedCallError(ModelError):
+    """An instrumented SDK client (`RunRecorder.instrument`) refuses a call it cannot record.
+
+    Raised when the attribute is looked up (``client.with_raw_response``, ``client.chat.
+    completions.parse``...), so a call that would bypass the ledger, and make a network call in
+    replay, never runs silently. `client` names the SDK type, `attribute` what was asked for.
+    """
+
+    def __init__(self, *, client: str, attribute: str, instead: str) -> None:
+        self.client = client
+        self.attribute = attribute
+        super().__init__(
+            f"an instrumented {client} does not record {attribute!r}, so it refuses it "
+            f"rather than call the model unrecorded; {instead}"
         )

@@ -1,0 +1,484 @@
+"""Calls of an instrumented SDK client: sent and recorded live, or served from the record.
+
+Owns `CallSite` (one client's intercepted methods: a live call is sent through the SDK and
+recorded once it completes, an SDK error recorded as a failed call and re-raised unchanged; in
+replay no network call is made and the recorded answer comes back as real SDK objects) and
+`RecordedStream`/`AsyncRecordedStream` (a stream's chunks passed through as they arrive, timed,
+assembled, and the call recorded once when the stream ends, fails or is closed). Records go
+through the `ModelCallPort` only. Must not import a vendor SDK (see `_instrument_support` for
+the `Vendor` strategy that speaks for one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from time import perf_counter
+from types import TracebackType
+from typing import Any
+
+import httpx2
+
+from agentledger.agents.models._instrument_support import (
+    Scrubber,
+    Vendor,
+    first_token_ms,
+    never,
+    to_json,
+)
+from agentledger.ledger import CallRecord, ModelCallPort, RunClosedError, ServedCall
+from agentledger.ledger.events import Attempt, ErrorInfo
+
+__all__ = ["AsyncRecordedStream", "CallSite", "RecordedStream"]
+
+_ERROR_TEXT = 4000
+"""How much of an error's message a failed call records (its start)."""
+
+
+class CallSite:
+    """Where the calls of one instrumented client go: sent and recorded, or served in replay.
+
+    Live, a call is sent through the SDK and recorded once it completes (a stream when it ends);
+    an SDK error is recorded as a failed call and re-raised unchanged. In replay (the port is
+    replaying) no network call is made: the port serves the recorded answer to the same request,
+    which comes back as real SDK objects (a stream as chunks of the recorded sizes), and the
+    call is recorded again with the served answer, so the replay compares it.
+    """
+
+    def __init__(self, vendor: Vendor, port: ModelCallPort, scrub: Scrubber, url: str) -> None:
+        self.vendor = vendor
+        self.port = port
+        self.scrub = scrub
+        self.url = url
+
+    # Requests ----------------------------------------------------------------------------
+
+    def request(
+        self, kwargs: Mapping[str, Any], **implied: Any
+    ) -> tuple[dict[str, Any], CallRecord]:
+        """The arguments to send (iterables made lists, so they can be read twice) and the record.
+
+        ``messages`` and ``tools`` have their own fields, the model its own; every other
+        argument is a param (``implied`` ones too, such as ``stream`` for a stream helper).
+        """
+        sent = dict(kwargs)
+        for name in ("messages", "tools"):
+            value = sent.get(name)
+            if value is not None and not self.vendor.omitted(value) and not isinstance(value, list):
+                sent[name] = list(value)
+        omitted = self.vendor.omitted
+        messages = [
+            m if isinstance(m, dict) else {"value": m}
+            for m in to_json(sent.get("messages") or [], self.scrub, omitted)
+        ]
+        tools = sent.get("tools")
+        params = {k: v for k, v in sent.items() if k not in ("model", "messages", "tools")}
+        record = CallRecord(
+            provider=self.vendor.provider,
+            model=str(sent.get("model", "")),
+            messages=messages,
+            params=to_json({**params, **implied}, self.scrub, omitted),
+            tools=None if tools is None or omitted(tools) else to_json(tools, self.scrub, omitted),
+        )
+        return sent, record
+
+    # Outcomes ----------------------------------------------------------------------------
+
+    def completed(
+        self,
+        request: CallRecord,
+        response: Mapping[str, Any],
+        started: float,
+        *,
+        chunks: list[list[float]] | None = None,
+        error: BaseException | None = None,
+    ) -> CallRecord:
+        """The record of a call that answered (a stream: what it assembled, and its timings)."""
+        clean = to_json(response, self.scrub, never)
+        usage, finish = self.vendor.outcome(clean)
+        latency = (perf_counter() - started) * 1000.0
+        failure, attempts = self._failure(error, latency) if error is not None else (None, [])
+        return dataclasses.replace(
+            request,
+            response=clean,
+            usage=usage,
+            finish_reason=finish,
+            latency_ms=latency,
+            ttft_ms=first_token_ms(chunks) if chunks is not None else None,
+            chunks=chunks,
+            error=failure,
+            attempts=attempts,
+        )
+
+    def failed(self, request: CallRecord, error: BaseException, started: float) -> CallRecord:
+        """The record of a call the SDK raised for: no response, the error and its status."""
+        latency = (perf_counter() - started) * 1000.0
+        failure, attempts = self._failure(error, latency)
+        return dataclasses.replace(request, latency_ms=latency, error=failure, attempts=attempts)
+
+    def _failure(self, error: BaseException, latency_ms: float) -> tuple[ErrorInfo, list[Attempt]]:
+        kind = type(error).__name__
+        message = self.scrub.text(str(error))[:_ERROR_TEXT]
+        attempt = Attempt(
+            number=1,
+            status_code=self.vendor.status(error),
+            error_type=kind,
+            error_message=message,
+            latency_ms=latency_ms,
+        )
+        return ErrorInfo(type=kind, message=message), [attempt]
+
+    def served(
+        self,
+        request: CallRecord,
+        served: ServedCall,
+        started: float,
+        *,
+        stream: bool,
+        error: BaseException | None = None,
+    ) -> CallRecord:
+        """The record of a replayed call: the served answer, as it was recorded.
+
+        Its attempts are the served ones; a port that serves none gets the one attempt a live
+        failure records, rebuilt from the error (``error`` is the exception replay raised).
+        """
+        usage, finish = (
+            self.vendor.outcome(served.response) if served.response is not None else ({}, None)
+        )
+        attempts = list(served.attempts)
+        if not attempts and served.error is not None:
+            status = self.vendor.status(error) if error is not None else None
+            attempts = [
+                Attempt(
+                    number=1,
+                    status_code=status,
+                    error_type=served.error.type,
+                    error_message=served.error.message,
+                )
+            ]
+        return dataclasses.replace(
+            request,
+            response=served.response,
+            usage=usage,
+            finish_reason=finish,
+            latency_ms=(perf_counter() - started) * 1000.0,
+            ttft_ms=first_token_ms(served.chunks) if stream else None,
+            chunks=served.chunks if stream else None,
+            error=served.error,
+            attempts=attempts,
+        )
+
+    def served_exception(self, served: ServedCall) -> Exception:
+        """The SDK exception a recorded failure raised (its status from the recorded attempts)."""
+        error = served.error or ErrorInfo(
+            type="APIError", message="the record holds neither a response nor an error"
+        )
+        status = next(
+            (a.status_code for a in reversed(served.attempts) if a.status_code is not None), None
+        )
+        return self.vendor.exception(error, status, self.url)
+
+    # Calls -------------------------------------------------------------------------------
+
+    def call(self, send: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+        """Make (or in replay, serve) one call of a sync client."""
+        sent, request = self.request(kwargs)
+        stream = sent.get("stream") is True
+        if self.port.replaying:
+            return self.replay(request, stream=stream)
+        started = perf_counter()
+        try:
+            result = send(**sent)
+        except self.vendor.errors as error:
+            self.port.record_call(self.failed(request, error, started))
+            raise
+        if stream:
+            return RecordedStream(result, self, request, started)
+        self.port.record_call(self.completed(request, result.model_dump(mode="json"), started))
+        return result
+
+    async def acall(self, send: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+        """Make (or in replay, serve) one call of an async client."""
+        sent, request = self.request(kwargs)
+        stream = sent.get("stream") is True
+        if self.port.replaying:
+            return await self.areplay(request, stream=stream)
+        started = perf_counter()
+        try:
+            result = await send(**sent)
+        except self.vendor.errors as error:
+            await self.port.arecord_call(self.failed(request, error, started))
+            raise
+        if stream:
+            return AsyncRecordedStream(result, self, request, started)
+        response = result.model_dump(mode="json")
+        await self.port.arecord_call(self.completed(request, response, started))
+        return result
+
+    def replay(self, request: CallRecord, *, stream: bool) -> Any:
+        """Serve a sync call from the record: an SDK object, a stream of chunks, or its error."""
+        started = perf_counter()
+        served = self.port.serve_call(request)
+        if served.response is None or (served.error is not None and not stream):
+            error = self.served_exception(served)
+            self.port.record_call(self.served(request, served, started, stream=stream, error=error))
+            raise error
+        if stream:
+            return RecordedStream(None, self, request, started, served=served)
+        answer = self.vendor.response(served.response)
+        self.port.record_call(self.served(request, served, started, stream=False))
+        return answer
+
+    async def areplay(self, request: CallRecord, *, stream: bool) -> Any:
+        """Serve an async call from the record (see `replay`)."""
+        started = perf_counter()
+        served = self.port.serve_call(request)
+        if served.response is None or (served.error is not None and not stream):
+            error = self.served_exception(served)
+            await self.port.arecord_call(
+                self.served(request, served, started, stream=stream, error=error)
+            )
+            raise error
+        if stream:
+            return AsyncRecordedStream(None, self, request, started, served=served)
+        answer = self.vendor.response(served.response)
+        await self.port.arecord_call(self.served(request, served, started, stream=False))
+        return answer
+
+    def replayed_chunks(self, served: ServedCall) -> Iterator[Any]:
+        """A served stream's chunks, then its recorded error if it failed mid-stream."""
+        assert served.response is not None
+        sizes = [chunk[1] for chunk in served.chunks or []]
+        yield from self.vendor.chunks(served.response, sizes)
+        if served.error is not None:
+            raise self.served_exception(served)
+
+
+class _StreamState:
+    """One stream's recording: its timings, its assembly, and whether it was recorded yet."""
+
+    def __init__(
+        self,
+        site: CallSite,
+        request: CallRecord,
+        started: float,
+        served: ServedCall | None,
+    ) -> None:
+        self.site = site
+        self.request = request
+        self.started = started
+        self.served = served
+        self.chunks: list[list[float]] = []
+        self.assembler = site.vendor.assembler() if served is None else None
+        self.done = False
+
+    def observe(self, chunk: Any) -> None:
+        if self.assembler is not None:
+            chars = self.assembler.add(chunk)
+            self.chunks.append([round((perf_counter() - self.started) * 1000.0, 3), chars])
+
+    def record(self, error: BaseException | None) -> CallRecord | None:
+        """The call's record, once (None if it was already taken)."""
+        if self.done:
+            return None
+        self.done = True
+        if self.served is not None:
+            return self.site.served(
+                self.request, self.served, self.started, stream=True, error=error
+            )
+        assert self.assembler is not None
+        return self.site.completed(
+            self.request, self.assembler.result(), self.started, chunks=self.chunks, error=error
+        )
+
+
+class _ReplayedResponse:
+    """What a replayed stream has in place of the SDK's stream: a synthetic HTTP response."""
+
+    def __init__(self, url: str) -> None:
+        self.response = httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            request=httpx2.Request("POST", url),
+        )
+
+    def close(self) -> None:
+        """Nothing to release: no connection was made."""
+
+
+class _AsyncReplayedResponse(_ReplayedResponse):
+    async def close(self) -> None:  # type: ignore[override]
+        """Nothing to release: no connection was made."""
+
+
+def _ended(error: BaseException) -> BaseException | None:
+    """The error a stream ended with, as recorded: none when the consumer stopped it."""
+    return error if isinstance(error, Exception) else None
+
+
+class RecordedStream:
+    """A sync SDK stream passed through chunk by chunk, recorded when it ends.
+
+    It ends when the chunks run out, when reading one raises (the error is recorded, then
+    re-raised), when it is closed (``close()`` or leaving a ``with`` block: what was assembled
+    so far is recorded), or at the latest when it is garbage-collected. Every other attribute is
+    the SDK stream's (``response``...).
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        site: CallSite,
+        request: CallRecord,
+        started: float,
+        *,
+        served: ServedCall | None = None,
+    ) -> None:
+        self._state = _StreamState(site, request, started, served)
+        if served is None:
+            self._inner = inner
+            self._source: Iterator[Any] = iter(inner)
+        else:
+            self._inner = _ReplayedResponse(site.url)
+            self._source = site.replayed_chunks(served)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = next(self._source)
+        except StopIteration:
+            self._finish(None)
+            raise
+        except BaseException as error:
+            self._finish(_ended(error))
+            raise
+        self._state.observe(chunk)
+        return chunk
+
+    def _finish(self, error: BaseException | None) -> None:
+        record = self._state.record(error)
+        if record is not None:
+            self._state.site.port.record_call(record)
+
+    def close(self) -> None:
+        """Close the SDK stream and record the call with what was received."""
+        try:
+            self._inner.close()
+        finally:
+            self._finish(None)
+
+    def __enter__(self) -> RecordedStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("_inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def __del__(self) -> None:
+        _record_dropped(self.__dict__.get("_state"))
+
+
+class AsyncRecordedStream:
+    """An async SDK stream passed through chunk by chunk, recorded when it ends.
+
+    As `RecordedStream`, with ``await stream.close()`` and ``async with``; the record is
+    written with the port's `arecord_call`, so the event loop never waits on the database. A
+    stream dropped unclosed is recorded when garbage-collected, with the port's blocking
+    `record_call` (close your streams).
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        site: CallSite,
+        request: CallRecord,
+        started: float,
+        *,
+        served: ServedCall | None = None,
+    ) -> None:
+        self._state = _StreamState(site, request, started, served)
+        if served is None:
+            self._inner = inner
+            self._source: AsyncIterator[Any] = aiter(inner)
+        else:
+            self._inner = _AsyncReplayedResponse(site.url)
+            self._source = _as_async(site.replayed_chunks(served))
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await anext(self._source)
+        except StopAsyncIteration:
+            await self._finish(None)
+            raise
+        except BaseException as error:
+            await self._finish(_ended(error))
+            raise
+        self._state.observe(chunk)
+        return chunk
+
+    async def _finish(self, error: BaseException | None) -> None:
+        record = self._state.record(error)
+        if record is not None:
+            await self._state.site.port.arecord_call(record)
+
+    async def close(self) -> None:
+        """Close the SDK stream and record the call with what was received."""
+        try:
+            await self._inner.close()
+        finally:
+            await self._finish(None)
+
+    async def __aenter__(self) -> AsyncRecordedStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("_inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def __del__(self) -> None:
+        _record_dropped(self.__dict__.get("_state"))
+
+
+def _record_dropped(state: _StreamState | None) -> None:
+    """Record a stream dropped unclosed (from ``__del__``: with the blocking `record_call`).
+
+    A run already closed takes nothing more: the call is then left out, since a finalizer has
+    no caller to raise to.
+    """
+    if state is None or state.done:
+        return
+    record = state.record(None)
+    if record is not None:
+        with contextlib.suppress(RunClosedError):
+            state.site.port.record_call(record)
+
+
+async def _as_async(chunks: Iterator[Any]) -> AsyncIterator[Any]:
+    for chunk in chunks:
+        yield chunk

@@ -1,0 +1,486 @@
+"""The Anthropic SDK instrumentation: `run.instrument(anthropic.Anthropic(...))` records calls.
+
+Provides, through the ``agentledger.instrumentations`` entry point ``anthropic``, the
+`Instrumentation` for `anthropic.Anthropic` and `anthropic.AsyncAnthropic`. The wrapped client
+keeps the client's interface: everything passes through to it except ``messages.create``
+(``stream=True`` included) and ``messages.stream`` (the SDK's own `MessageStreamManager`, whose
+`MessageStream` - ``text_stream``, ``get_final_message()``... - reads its events through the
+recorder), each recorded as one ModelCalled per call (see
+`agentledger.agents.models._instrument_calls`; ``messages.stream`` records ``stream: true``
+among the params, as the request it sends), and ``with_options``/``copy``, which return an
+instrumented copy recording into the same run. ``with_raw_response``,
+``with_streaming_response`` and ``messages.parse`` would call the model unrecorded, so they
+raise `UnrecordedCallError`. Other resources (``beta``, ``models``, ``messages.batches``,
+``messages.count_tokens``...) pass through unrecorded.
+
+In replay no network call is made: a recorded answer comes back as a real `Message`, a stream as
+real raw stream events (``message_start``, each content block's start, its text, JSON or
+thinking deltas cut to the recorded chunk sizes, its stop, ``message_delta``, ``message_stop``),
+and ``messages.stream`` as the SDK's real `MessageStream` over them. A recorded error is raised
+again as the SDK class of that name: an `APIStatusError` subclass with a synthetic ``httpx2``
+response of the recorded status (default: the class's own status), body ``None``;
+`APITimeoutError` and `APIConnectionError` on a synthetic request; anything else as `APIError`.
+
+Must not record anything but through the port, and never an API key or auth token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from time import perf_counter
+from types import TracebackType
+from typing import Any, ClassVar
+
+import anthropic  # noqa: TID251 (this module is the Anthropic SDK's instrumentation)
+import httpx2
+from anthropic.lib.streaming import (  # noqa: TID251 (the SDK's stream helper, replayed)
+    AsyncMessageStream,
+    MessageStream,
+)
+
+from agentledger.agents.models._instrument_calls import (
+    AsyncRecordedStream,
+    CallSite,
+    RecordedStream,
+)
+from agentledger.agents.models._instrument_support import Passthrough, Scrubber, distribute
+from agentledger.agents.models.errors import UnrecordedCallError
+from agentledger.ledger import ModelCallPort
+from agentledger.ledger.events import ErrorInfo
+
+__all__ = ["AnthropicInstrumentation", "InstrumentedAnthropic", "instrumentation"]
+
+PROVIDER = "anthropic"
+_RAW = "call the method itself: its return value is recorded"
+_PARSE = "use messages.create or messages.stream: they are recorded"
+_types = anthropic.types
+_EVENTS: dict[str, type[Any]] = {
+    "message_start": _types.RawMessageStartEvent,
+    "content_block_start": _types.RawContentBlockStartEvent,
+    "content_block_delta": _types.RawContentBlockDeltaEvent,
+    "content_block_stop": _types.RawContentBlockStopEvent,
+    "message_delta": _types.RawMessageDeltaEvent,
+    "message_stop": _types.RawMessageStopEvent,
+}
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
+
+
+class AnthropicInstrumentation:
+    """Wraps `anthropic.Anthropic` and `anthropic.AsyncAnthropic` for `RunRecorder.instrument`."""
+
+    name = PROVIDER
+
+    def handles(self, client: object) -> bool:
+        """Whether ``client`` is an Anthropic SDK client, sync or async."""
+        return isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic)
+
+    def wrap(self, client: object, port: ModelCallPort) -> InstrumentedAnthropic:
+        """``client`` with its messages recorded through ``port``."""
+        assert isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic)
+        return InstrumentedAnthropic(client, port)
+
+
+def instrumentation() -> AnthropicInstrumentation:
+    """The entry point's factory (group ``agentledger.instrumentations``)."""
+    return AnthropicInstrumentation()
+
+
+class InstrumentedAnthropic(Passthrough):
+    """An Anthropic client whose messages are recorded (see the module docstring)."""
+
+    refused: ClassVar[Mapping[str, str]] = {
+        "with_raw_response": _RAW,
+        "with_streaming_response": _RAW,
+    }
+
+    def __init__(
+        self, client: anthropic.Anthropic | anthropic.AsyncAnthropic, port: ModelCallPort
+    ) -> None:
+        super().__init__(client)
+        self._port = port
+        secrets = [getattr(client, name, None) for name in ("api_key", "auth_token")]
+        self._site = CallSite(
+            _AnthropicVendor(),
+            port,
+            Scrubber(secrets),
+            f"{str(client.base_url).rstrip('/')}/v1/messages",
+        )
+
+    @cached_property
+    def messages(self) -> _Messages | _AsyncMessages:
+        """``client.messages``, ``create`` and ``stream`` recorded."""
+        messages = self._wrapped.messages
+        if isinstance(messages, anthropic.resources.messages.AsyncMessages):
+            return _AsyncMessages(messages, self._site)
+        return _Messages(messages, self._site)
+
+    def with_options(self, **options: Any) -> InstrumentedAnthropic:
+        """``client.with_options(...)``, instrumented into the same run."""
+        return InstrumentedAnthropic(self._wrapped.with_options(**options), self._port)
+
+    def copy(self, **options: Any) -> InstrumentedAnthropic:
+        """``client.copy(...)``, instrumented into the same run."""
+        return InstrumentedAnthropic(self._wrapped.copy(**options), self._port)
+
+    def __enter__(self) -> InstrumentedAnthropic:
+        self._wrapped.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._wrapped.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> InstrumentedAnthropic:
+        await self._wrapped.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._wrapped.__aexit__(exc_type, exc, tb)
+
+
+_MESSAGES_REFUSED = {"with_raw_response": _RAW, "with_streaming_response": _RAW, "parse": _PARSE}
+
+
+class _Messages(Passthrough):
+    refused: ClassVar[Mapping[str, str]] = _MESSAGES_REFUSED
+
+    def __init__(self, messages: Any, site: CallSite) -> None:
+        super().__init__(messages)
+        self._site = site
+
+    def create(self, **kwargs: Any) -> Any:
+        """``messages.create(...)``, recorded (served from the record in replay)."""
+        return self._site.call(self._wrapped.create, kwargs)
+
+    def stream(self, **kwargs: Any) -> _StreamManager:
+        """``messages.stream(...)``: the SDK's stream helper, its events recorded."""
+        return _StreamManager(self._wrapped, self._site, kwargs)
+
+
+class _AsyncMessages(Passthrough):
+    refused: ClassVar[Mapping[str, str]] = _MESSAGES_REFUSED
+
+    def __init__(self, messages: Any, site: CallSite) -> None:
+        super().__init__(messages)
+        self._site = site
+
+    async def create(self, **kwargs: Any) -> Any:
+        """``await messages.create(...)``, recorded (served from the record in replay)."""
+        return await self._site.acall(self._wrapped.create, kwargs)
+
+    def stream(self, **kwargs: Any) -> _AsyncStreamManager:
+        """``messages.stream(...)`` for ``async with``: the SDK's helper, its events recorded."""
+        return _AsyncStreamManager(self._wrapped, self._site, kwargs)
+
+
+def _raw_stream(stream: object) -> Any:
+    """The SDK stream a `MessageStream` reads its events from."""
+    if not hasattr(stream, "_raw_stream"):
+        raise UnrecordedCallError(
+            client=type(stream).__qualname__,
+            attribute="messages.stream",
+            instead="this SDK version's MessageStream has no raw stream to record: use "
+            "messages.create(stream=True)",
+        )
+    return stream._raw_stream
+
+
+class _StreamManager:
+    """``with client.messages.stream(...) as stream``: the SDK's manager, recorded.
+
+    Live, the SDK's real `MessageStreamManager` sends the request and its `MessageStream` reads
+    the events through a `RecordedStream`; in replay a real `MessageStream` reads the recorded
+    events. Leaving the block closes the stream, which records the call.
+    """
+
+    def __init__(self, messages: Any, site: CallSite, kwargs: Mapping[str, Any]) -> None:
+        self._messages = messages
+        self._site = site
+        self._kwargs = kwargs
+        self._manager: Any = None
+        self._stream: MessageStream[Any] | None = None
+
+    def __enter__(self) -> MessageStream[Any]:
+        site = self._site
+        sent, request = site.request(self._kwargs, stream=True)
+        started = perf_counter()
+        if site.port.replaying:
+            served = site.port.serve_call(request)
+            if served.response is None:
+                error = site.served_exception(served)
+                site.port.record_call(site.served(request, served, started, stream=True))
+                raise error
+            raw: Any = RecordedStream(None, site, request, started, served=served)
+            self._stream = MessageStream(
+                raw, output_format=sent.get("output_format", anthropic.omit)
+            )
+            return self._stream
+        manager = self._messages.stream(**sent)
+        try:
+            stream: MessageStream[Any] = manager.__enter__()
+        except site.vendor.errors as error:
+            site.port.record_call(site.failed(request, error, started))
+            raise
+        recorded: Any = RecordedStream(_raw_stream(stream), site, request, started)
+        stream._raw_stream = recorded
+        self._manager, self._stream = manager, stream
+        return stream
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._manager is not None:
+            self._manager.__exit__(exc_type, exc, tb)
+        elif self._stream is not None:
+            self._stream.close()
+
+
+class _AsyncStreamManager:
+    """``async with client.messages.stream(...) as stream``: as `_StreamManager`, async."""
+
+    def __init__(self, messages: Any, site: CallSite, kwargs: Mapping[str, Any]) -> None:
+        self._messages = messages
+        self._site = site
+        self._kwargs = kwargs
+        self._manager: Any = None
+        self._stream: AsyncMessageStream[Any] | None = None
+
+    async def __aenter__(self) -> AsyncMessageStream[Any]:
+        site = self._site
+        sent, request = site.request(self._kwargs, stream=True)
+        started = perf_counter()
+        if site.port.replaying:
+            served = site.port.serve_call(request)
+            if served.response is None:
+                error = site.served_exception(served)
+                await site.port.arecord_call(site.served(request, served, started, stream=True))
+                raise error
+            raw: Any = AsyncRecordedStream(None, site, request, started, served=served)
+            self._stream = AsyncMessageStream(
+                raw, output_format=sent.get("output_format", anthropic.omit)
+            )
+            return self._stream
+        manager = self._messages.stream(**sent)
+        try:
+            stream: AsyncMessageStream[Any] = await manager.__aenter__()
+        except site.vendor.errors as error:
+            await site.port.arecord_call(site.failed(request, error, started))
+            raise
+        recorded: Any = AsyncRecordedStream(_raw_stream(stream), site, request, started)
+        stream._raw_stream = recorded
+        self._manager, self._stream = manager, stream
+        return stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._manager is not None:
+            await self._manager.__aexit__(exc_type, exc, tb)
+        elif self._stream is not None:
+            await self._stream.close()
+
+
+class _AnthropicVendor:
+    """How `CallSite` handles Anthropic: its errors, its stream events, its objects."""
+
+    provider = PROVIDER
+    errors: tuple[type[Exception], ...] = (anthropic.APIError,)
+
+    def omitted(self, value: object) -> bool:
+        return isinstance(value, anthropic.Omit | anthropic.NotGiven)
+
+    def outcome(self, response: Mapping[str, Any]) -> tuple[dict[str, int], str | None]:
+        usage = response.get("usage") or {}
+        read = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
+        prompt = (usage.get("input_tokens") or 0) + read + written
+        output = usage.get("output_tokens") or 0
+        return {
+            "input_tokens": prompt,
+            "output_tokens": output,
+            "total_tokens": prompt + output,
+        }, response.get("stop_reason")
+
+    def status(self, error: BaseException) -> int | None:
+        return error.status_code if isinstance(error, anthropic.APIStatusError) else None
+
+    def assembler(self) -> _MessageAssembler:
+        return _MessageAssembler()
+
+    def response(self, response: Mapping[str, Any]) -> _types.Message:
+        return _types.Message.model_validate(response)
+
+    def chunks(self, response: Mapping[str, Any], sizes: Sequence[float]) -> list[Any]:
+        return [_EVENTS[event["type"]].model_validate(event) for event in _events(response, sizes)]
+
+    def exception(self, error: ErrorInfo, status: int | None, url: str) -> Exception:
+        request = httpx2.Request("POST", url)
+        found = getattr(anthropic, error.type, None)
+        cls = found if isinstance(found, type) and issubclass(found, anthropic.APIError) else None
+        if cls is not None and issubclass(cls, anthropic.APIStatusError):
+            own = getattr(cls, "status_code", None)
+            status = status or (own if isinstance(own, int) else 500)
+        if status is not None:
+            response = httpx2.Response(status, request=request)
+            if cls is not None and issubclass(cls, anthropic.APIStatusError):
+                try:
+                    return cls(error.message, response=response, body=None)
+                except TypeError:  # a subclass with a constructor of its own
+                    pass
+            return anthropic.APIStatusError(error.message, response=response, body=None)
+        if cls is not None and issubclass(cls, anthropic.APITimeoutError):
+            return cls(request=request)
+        if cls is not None and issubclass(cls, anthropic.APIConnectionError):
+            return cls(message=error.message, request=request)
+        return anthropic.APIError(error.message, request, body=None)
+
+
+class _MessageAssembler:
+    """Folds raw stream events into the `Message` JSON they make."""
+
+    def __init__(self) -> None:
+        self._message: dict[str, Any] | None = None
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._parts: dict[int, list[str]] = {}
+
+    def add(self, event: Any) -> int:
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            key = delta.type
+            if key == "text_delta":
+                text = delta.text
+            elif key == "input_json_delta":
+                text = delta.partial_json
+            elif key == "thinking_delta":
+                text = delta.thinking
+            else:
+                self._other_delta(event.index, delta)
+                return 0
+            self._parts.setdefault(event.index, []).append(text)
+            return len(text)
+        if kind == "message_start":
+            self._message = event.message.model_dump(mode="json")
+        elif kind == "content_block_start":
+            self._blocks[event.index] = event.content_block.model_dump(mode="json")
+        elif kind == "message_delta":
+            self._delta(event)
+        return 0
+
+    def _other_delta(self, index: int, delta: Any) -> None:
+        block = self._blocks.get(index)
+        if block is None:
+            return
+        if delta.type == "signature_delta":
+            block["signature"] = delta.signature
+        elif delta.type == "citations_delta":
+            block["citations"] = [*(block.get("citations") or []), delta.citation.model_dump()]
+
+    def _delta(self, event: Any) -> None:
+        message = self._message if self._message is not None else {}
+        self._message = message
+        for key, value in event.delta.model_dump(mode="json").items():
+            if value is not None or key in ("stop_reason", "stop_sequence"):
+                message[key] = value
+        usage = message.setdefault("usage", {})
+        for key, value in event.usage.model_dump(mode="json").items():
+            if value is not None:
+                usage[key] = value
+
+    def result(self) -> dict[str, Any]:
+        message = dict(self._message or {"type": "message", "role": "assistant", "content": []})
+        content = []
+        for index in sorted(self._blocks):
+            block = dict(self._blocks[index])
+            text = "".join(self._parts.get(index, ()))
+            kind = block.get("type")
+            if kind == "text":
+                block["text"] = block.get("text", "") + text
+            elif kind == "thinking":
+                block["thinking"] = block.get("thinking", "") + text
+            elif kind in _TOOL_BLOCKS and text:
+                try:
+                    block["input"] = json.loads(text)
+                except ValueError:  # cut short: the stream ended inside the arguments
+                    block["input"] = {}
+            content.append(block)
+        message["content"] = content
+        return message
+
+
+def _events(message: Mapping[str, Any], sizes: Sequence[float]) -> list[dict[str, Any]]:
+    """A recorded message as raw stream events (JSON) whose text is cut to ``sizes``."""
+    blocks = list(message.get("content") or [])
+    segments = [_block_text(block) for block in blocks]
+    deltas: dict[int, list[str]] = {}
+    for pieces in distribute(segments, sizes):
+        for segment, text in pieces:
+            deltas.setdefault(segment, []).append(text)
+    usage = dict(message.get("usage") or {})
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 0},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(blocks):
+        kind = block.get("type")
+        opening = dict(block)
+        if kind == "text":
+            opening["text"] = ""
+            delta_type, field = "text_delta", "text"
+        elif kind == "thinking":
+            opening["thinking"], opening["signature"] = "", ""
+            delta_type, field = "thinking_delta", "thinking"
+        elif kind in _TOOL_BLOCKS:
+            opening["input"] = {}
+            delta_type, field = "input_json_delta", "partial_json"
+        else:
+            delta_type, field = "", ""
+        events.append({"type": "content_block_start", "index": index, "content_block": opening})
+        for text in deltas.get(index, ()) if delta_type else ():
+            delta = {"type": delta_type, field: text}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        if kind == "thinking" and block.get("signature"):
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {key: message.get(key) for key in ("stop_reason", "stop_sequence")}
+    if message.get("stop_details") is not None:
+        stop["stop_details"] = message["stop_details"]
+    final_usage = {key: value for key, value in usage.items() if value is not None}
+    final_usage.setdefault("output_tokens", 0)
+    events.append({"type": "message_delta", "delta": stop, "usage": final_usage})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    """The text a content block streams: its text, thinking, or tool input as JSON."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text") or "")
+    if kind == "thinking":
+        return str(block.get("thinking") or "")
+    if kind in _TOOL_BLOCKS:
+        return json.dumps(block.get("input") or {}, ensure_ascii=False)
+    return ""

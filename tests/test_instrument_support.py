@@ -1,0 +1,79 @@
+"""The SDK-free parts of the instrumentations: JSON arguments, secret scrubbing, chunk sizes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from agentledger.agents.models._instrument_support import (
+    REDACTED,
+    Scrubber,
+    distribute,
+    first_token_ms,
+    to_json,
+)
+
+SECRET = "sk-proj-abcdefghijklmnopqrstuvwx"  # noqa: S105 - a fake key to scrub
+
+
+class _Message(BaseModel):
+    role: str
+    content: str | None = None
+    name: str | None = None
+
+
+def _omitted(value: object) -> bool:
+    return value is Ellipsis
+
+
+def test_arguments_become_json_with_omitted_ones_left_out() -> None:
+    """Models, tuples, bytes, classes and odd objects become JSON; omitted keys disappear."""
+    value = {
+        "message": _Message(role="assistant", content="hi"),
+        "stop": ("a", "b"),
+        "data": b"\x00\x01",
+        "format": _Message,
+        "skip": ...,
+        "nan": float("nan"),
+        "thing": object(),
+    }
+    out = to_json(value, Scrubber(), _omitted)
+    assert out["message"] == {"role": "assistant", "content": "hi"}
+    assert out["stop"] == ["a", "b"]
+    assert out["data"] == "AAE="
+    assert out["format"].endswith("_Message")
+    assert "skip" not in out
+    assert out["nan"] == "nan"
+    assert "0x" not in out["thing"]
+
+
+def test_secrets_are_scrubbed_wherever_they_are() -> None:
+    """The client's key, credential-named keys and key-shaped text all become [redacted]."""
+    scrub = Scrubber([SECRET, None, "short"])
+    value = {
+        "extra_headers": {"Authorization": "Bearer abc", "X-Api-Key": "k", "X-Trace": "t"},
+        "note": f"key={SECRET}; Bearer abcdefghijk1234; other sk-live-0123456789abcdefgh",
+        "max_tokens": 12,
+    }
+    out = to_json(value, scrub, _omitted)
+    assert out["extra_headers"] == {
+        "Authorization": REDACTED,
+        "X-Api-Key": REDACTED,
+        "X-Trace": "t",
+    }
+    assert out["note"] == f"key={REDACTED}; Bearer {REDACTED}; other {REDACTED}"
+    assert out["max_tokens"] == 12
+
+
+def test_distribute_cuts_text_to_the_recorded_sizes_across_segments() -> None:
+    """Sizes span segments, zero sizes make no chunk, leftover text makes a last chunk."""
+    chunks = distribute(["abcde", "", "xyz"], [0, 2, 4, 0])
+    assert chunks == [[(0, "ab")], [(0, "cde"), (2, "x")], [(2, "yz")]]
+    assert distribute(["abc"], [5, 5]) == [[(0, "abc")]]
+    assert distribute([], [3]) == []
+
+
+def test_time_to_first_token_is_the_first_chunk_with_text() -> None:
+    """A role-only first chunk does not count; with no text at all, the first chunk does."""
+    assert first_token_ms([[1.0, 0], [2.5, 4], [3.0, 2]]) == 2.5
+    assert first_token_ms([[1.0, 0], [2.0, 0]]) == 1.0
+    assert first_token_ms([]) is None
