@@ -4,7 +4,10 @@ Builds one model per role from ``--model`` specs (``openai:NAME``, ``anthropic:N
 ``scripted:FILE``; a bare spec covers every role, ``ROLE=SPEC`` one role; specs that are equal
 share one model object, so one scripted file answers every role in call order), runs the agent
 with the offline built-in tools and prints the answer on stdout and the run id on stderr. A
-missing API key is reported naming its environment variable. Must not print or store keys, and
+missing API key is reported naming its environment variable; a run whose model calls all
+failed (no network, a server down) exits 1 naming the cause, whatever apology it answered.
+``--prompt NAME=VERSION`` takes a role (``planner``) or a prompt name (``pipeline.planner``),
+as ``rerun``, ``runs`` and ``diff`` do. Must not print or store keys, and
 must not bypass ``run_agent`` (the policy gate runs before anything is recorded).
 """
 
@@ -26,6 +29,7 @@ from agentledger.agents import (
 )
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.cli._common import CliError, open_ledger
+from agentledger.replay import run_problem
 
 __all__ = ["cmd_run", "parse_model_specs", "parse_prompt_versions", "register"]
 
@@ -50,8 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--prompt",
         action="append",
         default=[],
-        metavar="ROLE=VERSION",
-        help="prompt version for a role, e.g. planner=v2 (repeatable)",
+        metavar="NAME=VERSION",
+        help="prompt version by role or prompt name, e.g. planner=v2 or pipeline.planner=v2 "
+        "(repeatable)",
     )
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
     p.add_argument("--json", action="store_true", help="print run id, status and answer as JSON")
@@ -92,6 +97,23 @@ def _config(args: argparse.Namespace) -> AgentConfig:
     return AgentConfig(seed=args.seed, limits=limits, prompt_versions=versions)
 
 
+def by_role(agent: str, config: AgentConfig) -> AgentConfig:
+    """``config`` with its prompt versions keyed by role, given by role or by prompt name."""
+    names = dict(build_agent(agent, config).prompt_names())
+    roles = {name: role for role, name in names.items()}
+    versions: dict[str, str] = {}
+    for key, version in config.prompt_versions.items():
+        role = key if key in names else roles.get(key)
+        if role is None:
+            known = ", ".join(f"{r} ({n})" for r, n in names.items())
+            raise CliError(
+                f"--prompt {key}={version}: agent {agent!r} has no such role or "
+                f"prompt; known: {known}"
+            )
+        versions[role] = version
+    return config.model_copy(update={"prompt_versions": versions})
+
+
 def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[str, ChatModel]:
     default, per_role = parse_model_specs(args.model)
     roles = build_agent(agent, config).roles()
@@ -116,7 +138,7 @@ def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[s
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the agent and print its answer."""
     try:
-        config = normalize_config(args.agent, _config(args))
+        config = by_role(args.agent, normalize_config(args.agent, _config(args)))
     except AgentError as error:
         raise CliError(str(error)) from None
     models = _models(args.agent, config, args)
@@ -130,6 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
         except AgentError as error:
             raise CliError(str(error)) from None
+        problem = run_problem(ledger, result.run_id)  # every model call failed: no answer
     usage = result.usage
     if args.json:
         print(
@@ -141,16 +164,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "model_calls": usage.model_calls,
                     "tool_calls": usage.tool_calls,
                     "total_tokens": usage.total_tokens,
+                    "error": problem,
                 },
                 indent=2,
                 ensure_ascii=False,
             )
         )
-        return 0
+        return 1 if problem else 0
     print(result.answer)
     print(
         f"run {result.run_id} {result.status}: {usage.model_calls} model calls, "
         f"{usage.tool_calls} tool calls, {usage.total_tokens} tokens",
         file=sys.stderr,
     )
+    if problem:
+        print(f"agentledger: run {result.run_id}: {problem}", file=sys.stderr)
+        return 1
     return 0
