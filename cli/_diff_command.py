@@ -3,9 +3,10 @@
 ``agentledger diff A B`` prints the diff of run B against run A (ids or unique prefixes) and
 exits like diff(1): 0 when the runs do not differ (timing, ids and lineage aside), 1 when they
 do, 2 on an error. ``agentledger diff --cohort --a-tag v1 --b-tag v2`` (or ``--a-prompt
-planner=v1 --b-prompt planner=v2``...) pairs the runs of two selections by input and reports
-per-input outcome changes and aggregate deltas (exit 1 when any pair differs or an input is
-unpaired). Must not compute diffs itself: it parses, selects and prints.
+planner=v1 --b-prompt planner=v2``...; ``--status S`` keeps the runs with that status on both
+sides, ``--a-status``/``--b-status`` on one) pairs the runs of two selections by input and
+reports per-input outcome changes and aggregate deltas (exit 1 when any pair differs or an
+input is unpaired). Must not compute diffs itself: it parses, selects and prints.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from agentledger.replay import (
 )
 
 __all__ = ["cmd_diff", "register", "use_color"]
+
+STATUSES = ("completed", "failed", "running")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cohort.add_argument(
         "--cohort", action="store_true", help="diff two selections of runs, paired by input"
     )
+    cohort.add_argument(
+        "--status",
+        choices=STATUSES,
+        help="both cohorts: only runs with this status (for tag, agent and prompt selections)",
+    )
     for side in ("a", "b"):
         upper = side.upper()
         cohort.add_argument(f"--{side}-tag", metavar="TAG", help=f"runs of cohort {upper}: tag")
@@ -64,6 +72,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help=f"cohort {upper}: runs using this prompt version (NAME: role or prompt name)",
         )
         cohort.add_argument(f"--{side}-agent", metavar="AGENT", help=f"cohort {upper}: agent")
+        cohort.add_argument(
+            f"--{side}-status",
+            choices=STATUSES,
+            help=f"cohort {upper}: runs with this status (overrides --status)",
+        )
         cohort.add_argument(
             f"--{side}-run",
             action="append",
@@ -135,15 +148,23 @@ def _selection(ledger: Ledger, args: argparse.Namespace, side: str) -> RunSelect
                 f"--{side}-prompt {prompt_text!r}: expected NAME=VERSION, e.g. planner=v2"
             )
         prompt = (name, version)
+    own_status = getattr(args, f"{side}_status")
+    status = own_status or args.status
+    if runs and status is not None:
+        option = f"--{side}-status" if own_status else "--status"
+        raise CliError(
+            f"{option} applies to tag, agent and prompt selections; --{side}-run names its runs"
+        )
     selection = RunSelection(
         run_ids=runs,
         tag=getattr(args, f"{side}_tag"),
         agent=getattr(args, f"{side}_agent"),
+        status=status,
         prompt=prompt,
     )
     if selection.empty:
         raise CliError(
             f"--cohort needs a selection for {side.upper()}: --{side}-tag, --{side}-prompt, "
-            f"--{side}-agent or --{side}-run"
+            f"--{side}-agent, --{side}-status or --{side}-run"
         )
     return selection

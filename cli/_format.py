@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from agentledger.ledger import RecordedEvent, RunInfo
 
-__all__ = ["conversations", "runs_table", "summarize", "terminal_width", "timeline"]
+__all__ = ["conversations", "lineage", "runs_table", "summarize", "terminal_width", "timeline"]
 
 
 def _clip(text: str, width: int) -> str:
@@ -50,6 +50,15 @@ def runs_table(runs: Sequence[RunInfo], width: int | None = None) -> str:
 
 
 _FULL_WIDTH = 36 + 2 + 9 + 2 + 20 + 2 + 6 + 2 + 12 + 2 + 60
+
+
+def lineage(started: dict[str, Any]) -> str:
+    """Where a run came from, from its RunStarted: ``  rerun-of=ID``, ``  fork-of=ID@N``, or ""."""
+    parent = started.get("parent_run_id")
+    if not parent:
+        return ""
+    at = started.get("parent_position")
+    return f"  {started.get('relation') or 'child'}-of={parent}" + (f"@{at}" if at else "")
 
 
 def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one flat dispatch over kinds

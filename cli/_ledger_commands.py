@@ -20,7 +20,7 @@ from agentledger.cli._common import (
     plural,
     resolve_run,
 )
-from agentledger.cli._format import conversations, runs_table, terminal_width, timeline
+from agentledger.cli._format import conversations, lineage, runs_table, terminal_width, timeline
 from agentledger.ledger import (
     ImportRefusedError,
     Ledger,
@@ -54,7 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--model", help="runs configured with or calling this model (read model)")
     p.add_argument(
-        "--prompt", metavar="NAME[=VERSION]", help="runs using this prompt version (read model)"
+        "--prompt",
+        metavar="NAME[=VERSION]",
+        help="runs using this prompt version; NAME is a role (planner) or a prompt name "
+        "(pipeline.planner) (read model)",
     )
     p.add_argument("--limit", type=int, default=50, help="most runs to list (default 50)")
     p.add_argument("--all", action="store_true", help="list every run (no --limit)")
@@ -280,11 +283,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps(resolved_events(ledger, run_id), indent=2, ensure_ascii=False))
             return 0
         info = ledger.run(run_id)
+        events = ledger.events(run_id)
         print(
             f"run {info.run_id}  agent={info.agent}  status={info.status}  "
-            f"events={info.event_count}  started={info.started_at}"
+            f"events={info.event_count}  started={info.started_at}{lineage(events[0].payload)}"
         )
-        print(timeline(ledger.events(run_id), terminal_width(sys.stdout)))
+        print(timeline(events, terminal_width(sys.stdout)))
     return 0
 
 

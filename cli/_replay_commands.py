@@ -1,8 +1,9 @@
 """CLI commands over recorded runs: replay, rerun, resume, fork.
 
 ``replay RUN|--all`` exits 0 when every run replays identically and 1 at a divergence (naming
-position, kinds and changed paths); ``rerun`` prints the new run id (and why it stopped, if it
-did); ``resume`` and ``fork`` print the run id they completed. Models for what the record does
+position, kinds and changed paths); ``rerun`` prints each new run id (and why a rerun stopped,
+failed or could not start: the batch goes on, and exits 1 at the end); ``resume`` and ``fork``
+print the run id they completed (and why it failed). Models for what the record does
 not hold come from ``--model [ROLE=]SPEC`` (as for ``run``); prompt versions beyond the
 built-in library from ``--prompts FILE`` (JSON ``{"name": {"version": "text"}}``). Must not
 bypass the replay package.
@@ -22,17 +23,20 @@ from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.cli._common import CliError, open_ledger, parse_time, plural, resolve_run
 from agentledger.cli._run_command import parse_model_specs, parse_prompt_versions
-from agentledger.ledger import Ledger, RunQuery
+from agentledger.ledger import Ledger
 from agentledger.replay import (
     ContinueResult,
     Overrides,
     ReplayDivergenceError,
     ReplayError,
     ReplayResult,
+    RerunResult,
+    RunSelection,
     fork_run,
     replay_all,
     rerun_many,
     resume_run,
+    select_runs,
 )
 
 __all__ = ["register"]
@@ -47,18 +51,39 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _library_option(p)
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("rerun", help="re-evaluate runs with changed prompts, model or params")
+    p = sub.add_parser(
+        "rerun",
+        help="re-evaluate runs with changed prompts, model or params",
+        description="Re-evaluate one run, or a selection of original runs (not reruns or "
+        "forks; completed ones unless --status says otherwise), as new linked runs: every "
+        "request identical to a recorded one is served from the record. A new run carries "
+        "the --new-tag tags, never its parent's; `show` names its parent (rerun-of=RUN). One "
+        "rerun failing does not stop the others; the exit status is 1 if any failed.",
+    )
     p.add_argument("run", nargs="?", help="run id or unique prefix")
-    p.add_argument("--tag", help="select the completed runs with this tag")
+    p.add_argument("--tag", help="select the original runs with this tag")
+    p.add_argument(
+        "--status",
+        choices=["completed", "failed", "running"],
+        help="select the original runs with this status (default for a selection: completed)",
+    )
     p.add_argument(
         "--since",
-        help="select the completed runs started at or after: 2026-01-31, "
+        help="select the original runs started at or after: 2026-01-31, "
         "2026-01-31T09:00+01:00, 2h, 3d",
     )
     p.add_argument(
         "--of-prompt",
         metavar="NAME=VERSION",
-        help="select the completed runs recorded with this prompt version",
+        help="select the original runs recorded with this prompt version "
+        "(NAME: a role such as planner, or a prompt name such as pipeline.planner)",
+    )
+    p.add_argument(
+        "--new-tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="tag the new runs (repeatable); they inherit no tag of their parent",
     )
     p.add_argument(
         "--prompt",
@@ -94,6 +119,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run", help="run id or unique prefix")
     p.add_argument("--at", type=int, required=True, help="last position to copy")
     p.add_argument("--patch", help="JSON Merge Patch object applied to the world state at N")
+    p.add_argument(
+        "--new-tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="tag the new run (repeatable); it inherits no tag of its parent",
+    )
     _model_option(p)
     p.add_argument("--allow-effects", action="store_true")
     _library_option(p)
@@ -225,33 +257,35 @@ def _progress(verb: str) -> Any:
 
 
 def _selection(ledger: Ledger, args: argparse.Namespace) -> list[str]:
-    """One run, or the completed original runs matching --tag / --since / --of-prompt."""
-    chosen = [args.tag, args.since, args.of_prompt]
+    """One run, or the original runs matching --tag / --status / --since / --of-prompt."""
+    chosen = [args.tag, args.status, args.since, args.of_prompt]
     if args.run and any(chosen):
-        raise CliError("give a RUN or a selection (--tag, --since, --of-prompt), not both")
+        raise CliError(
+            "give a RUN or a selection (--tag, --status, --since, --of-prompt), not both"
+        )
     if args.run:
         return [resolve_run(ledger, args.run)]
     if not any(chosen):
-        raise CliError("give a RUN or a selection: --tag TAG, --since TIME, --of-prompt NAME=V")
-    since = parse_time("--since", args.since, ledger.clock)
-    runs = ledger.runs(RunQuery(tag=args.tag, since=since, status="completed"))
-    ids = [r.run_id for r in reversed(runs) if r.parent_run_id is None]
+        raise CliError(
+            "give a RUN or a selection: --tag TAG, --status S, --since TIME, --of-prompt NAME=V"
+        )
+    prompt: tuple[str, str] | None = None
     if args.of_prompt:
         name, sep, version = args.of_prompt.partition("=")
-        if not sep:
+        if not sep or not name or not version:
             raise CliError(f"--of-prompt {args.of_prompt!r}: expected NAME=VERSION")
-        ids = [i for i in ids if _uses_prompt(ledger, i, name, version)]
-    if not ids:
-        raise CliError("no completed original runs match the selection")
-    return ids
-
-
-def _uses_prompt(ledger: Ledger, run_id: str, name: str, version: str) -> bool:
-    prompts = ledger.events(run_id, upto=1)[0].payload.get("config", {}).get("prompts", {})
-    return any(
-        (p.get("name") == name or role == name) and p.get("version") == version
-        for role, p in prompts.items()
+        prompt = (name, version)
+    status = args.status or "completed"
+    selection = RunSelection(
+        tag=args.tag,
+        status=status,
+        since=parse_time("--since", args.since, ledger.clock),
+        prompt=prompt,
     )
+    ids = [i for i in select_runs(ledger, selection) if ledger.run(i).parent_run_id is None]
+    if not ids:
+        raise CliError(f"no {status} original runs match the selection")
+    return ids
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -267,26 +301,56 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         base_url=args.base_url,
     )
     library = _library(args)
+    results: list[RerunResult] = []
     with open_ledger(args) as ledger:
         ids = _selection(ledger, args)
-        progress = _progress("rerun") if len(ids) > 1 else None
+        bar = _progress("rerun") if len(ids) > 1 else None
+
+        def keep(index: int, total: int, result: RerunResult) -> None:
+            results.append(result)
+            if bar is not None:
+                bar(index, total, result)
+
         try:
-            results = rerun_many(
+            rerun_many(
                 ledger,
                 ids,
                 overrides,
                 models=models or None,
                 prompts=library,
                 allow_effects=args.allow_effects,
-                progress=progress,
+                tags=args.new_tag,
+                progress=keep,
             )
-        except (ReplayError, AgentError) as error:
-            raise CliError(f"{type(error).__name__}: {error}") from None
-    if args.json:
+        except BaseException:
+            _print_reruns(results, as_json=args.json)  # what was done before it broke
+            raise
+    if all(r.run_id is None for r in results):  # nothing could start: the request was wrong
+        raise CliError(results[0].error if len(results) == 1 else _nothing_started(results))
+    _print_reruns(results, as_json=args.json)
+    bad = sum(1 for r in results if not r.ok)
+    if bad and len(results) > 1:
+        print(
+            f"agentledger: {bad} of {plural(len(results), 'rerun')} did not complete",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
+
+
+def _nothing_started(results: list[RerunResult]) -> str:
+    reasons = sorted({str(r.error) for r in results})
+    return f"none of {plural(len(results), 'run')} could be rerun: " + "; ".join(reasons)
+
+
+def _print_reruns(results: list[RerunResult], *, as_json: bool) -> None:
+    """Each rerun: its new run id on stdout (or all as JSON), what happened on stderr."""
+    if as_json:
         print(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
-    stopped = 0
     for result in results:
-        if not args.json:
+        if result.run_id is None:
+            print(f"  rerun of {result.parent_run_id}: not rerun: {result.error}", file=sys.stderr)
+            continue
+        if not as_json:
             print(result.run_id)
         detail = (
             f"{result.served_model_calls} model calls served from the record, "
@@ -295,9 +359,14 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         )
         print(f"  rerun of {result.parent_run_id}: {result.status}; {detail}", file=sys.stderr)
         if result.stopped:
-            stopped += 1
             print(f"  stopped: {result.stopped}", file=sys.stderr)
-    return 1 if stopped else 0
+        elif result.error:
+            print(f"  {_problem(result.status, result.error)}", file=sys.stderr)
+
+
+def _problem(status: str, error: str) -> str:
+    """``failed: REASON`` for a failed run; the reason alone for a run that completed."""
+    return f"failed: {error}" if status == "failed" else error
 
 
 def _carry_on(
@@ -319,7 +388,9 @@ def _carry_on(
             raise CliError(f"{type(error).__name__}: {error}") from None
     print(result.run_id)
     print(f"  {describe(run_id, result)}", file=sys.stderr)
-    return 0 if result.status == "completed" else 1
+    if result.error:
+        print(f"  {_problem(result.status, result.error)}", file=sys.stderr)
+    return 0 if result.status == "completed" and result.error is None else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -356,6 +427,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
             models=models,
             prompts=library,
             allow_effects=args.allow_effects,
+            tags=args.new_tag,
         ),
         lambda run_id, result: (
             f"fork of {run_id} at {args.at}: {result.status}, {result.new_events} new events"

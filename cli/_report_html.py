@@ -181,11 +181,12 @@ def _header(data: ReportData) -> str:
 
 
 def _duration(events: list[RecordedEvent]) -> str:
-    if len(events) < 2:
+    own = [e for e in events if e.kind != "RunAnnotated"]  # a note months later is not the run
+    if len(own) < 2:
         return "0 s"
     try:
-        start = datetime.fromisoformat(events[0].timestamp.replace("Z", "+00:00"))
-        end = datetime.fromisoformat(events[-1].timestamp.replace("Z", "+00:00"))
+        start = datetime.fromisoformat(own[0].timestamp.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(own[-1].timestamp.replace("Z", "+00:00"))
     except ValueError:
         return "(unknown)"
     return f"{(end - start).total_seconds():.3f} s (first to last event)"

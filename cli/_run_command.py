@@ -4,7 +4,10 @@ Builds one model per role from ``--model`` specs (``openai:NAME``, ``anthropic:N
 ``scripted:FILE``; a bare spec covers every role, ``ROLE=SPEC`` one role; specs that are equal
 share one model object, so one scripted file answers every role in call order), runs the agent
 with the offline built-in tools and prints the answer on stdout and the run id on stderr. A
-missing API key is reported naming its environment variable.
+missing API key is reported naming its environment variable; a run whose model calls all
+failed (no network, a server down) exits 1 naming the cause, whatever apology it answered.
+``--prompt NAME=VERSION`` takes a role (``planner``) or a prompt name (``pipeline.planner``),
+as ``rerun``, ``runs`` and ``diff`` do.
 
 ``--stream`` turns the agent's ``stream`` option on (recorded in the run's settings, so replay
 rebuilds it) and prints the answer's text on stdout as it arrives, flushed chunk by chunk: the
@@ -45,6 +48,7 @@ from agentledger.agents import (
 )
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.cli._common import CliError, open_ledger
+from agentledger.replay import run_problem
 
 __all__ = ["cmd_run", "parse_model_specs", "parse_prompt_versions", "register"]
 
@@ -69,8 +73,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--prompt",
         action="append",
         default=[],
-        metavar="ROLE=VERSION",
-        help="prompt version for a role, e.g. planner=v2 (repeatable)",
+        metavar="NAME=VERSION",
+        help="prompt version by role or prompt name, e.g. planner=v2 or pipeline.planner=v2 "
+        "(repeatable)",
     )
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
     p.add_argument(
@@ -130,6 +135,23 @@ def _config(args: argparse.Namespace) -> AgentConfig:
             )
         options["stream"] = True
     return AgentConfig(seed=args.seed, limits=limits, prompt_versions=versions, options=options)
+
+
+def by_role(agent: str, config: AgentConfig) -> AgentConfig:
+    """``config`` with its prompt versions keyed by role, given by role or by prompt name."""
+    names = dict(build_agent(agent, config).prompt_names())
+    roles = {name: role for role, name in names.items()}
+    versions: dict[str, str] = {}
+    for key, version in config.prompt_versions.items():
+        role = key if key in names else roles.get(key)
+        if role is None:
+            known = ", ".join(f"{r} ({n})" for r, n in names.items())
+            raise CliError(
+                f"--prompt {key}={version}: agent {agent!r} has no such role or "
+                f"prompt; known: {known}"
+            )
+        versions[role] = version
+    return config.model_copy(update={"prompt_versions": versions})
 
 
 def _models(agent: str, config: AgentConfig, args: argparse.Namespace) -> dict[str, ChatModel]:
@@ -204,7 +226,7 @@ class _StreamPrinter:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the agent and print its answer."""
     try:
-        config = normalize_config(args.agent, _config(args))
+        config = by_role(args.agent, normalize_config(args.agent, _config(args)))
     except AgentError as error:
         raise CliError(str(error)) from None
     models = _models(args.agent, config, args)
@@ -230,17 +252,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 1
         except AgentError as error:
             raise CliError(str(error)) from None
+        problem = run_problem(ledger, result.run_id)  # every model call failed: no answer
     if printer is not None:
-        return _streamed_result(result, printer, json_lines=args.json)
-    if args.json:
-        print(json.dumps(_summary(result), indent=2, ensure_ascii=False))
-        return 0
-    print(result.answer)
-    _print_summary(result)
-    return 0
+        status = _streamed_result(result, printer, json_lines=args.json, problem=problem)
+    elif args.json:
+        print(json.dumps(_summary(result, problem), indent=2, ensure_ascii=False))
+        return 1 if problem else 0
+    else:
+        print(result.answer)
+        _print_summary(result)
+        status = 0
+    if problem:
+        print(f"agentledger: run {result.run_id}: {problem}", file=sys.stderr)
+        return 1
+    return status
 
 
-def _summary(result: AgentResult) -> dict[str, Any]:
+def _summary(result: AgentResult, problem: str | None = None) -> dict[str, Any]:
     usage = result.usage
     return {
         "run_id": result.run_id,
@@ -249,15 +277,18 @@ def _summary(result: AgentResult) -> dict[str, Any]:
         "model_calls": usage.model_calls,
         "tool_calls": usage.tool_calls,
         "total_tokens": usage.total_tokens,
+        "error": problem,
     }
 
 
-def _streamed_result(result: AgentResult, printer: _StreamPrinter, *, json_lines: bool) -> int:
+def _streamed_result(
+    result: AgentResult, printer: _StreamPrinter, *, json_lines: bool, problem: str | None
+) -> int:
     """After a streamed run: the answer when it is not what streamed last, then the summary."""
     printer.close_segment()
     streamed = printer.last == result.answer
     if json_lines:
-        line = {"type": "result", **_summary(result), "answer_streamed": streamed}
+        line = {"type": "result", **_summary(result, problem), "answer_streamed": streamed}
         print(json.dumps(line, ensure_ascii=False), flush=True)
         return 0
     if not streamed:

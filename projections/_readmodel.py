@@ -201,7 +201,8 @@ class ReadModelProjector:
         """Runs newest first, filtered in SQL (after catching up, unless `fresh` is False).
 
         `model` matches a model id (``gpt-4o-mini``) or ``provider:model`` that the run was
-        configured with or called; `prompt` is ``(name, version)`` (version None: any).
+        configured with or called; `prompt` is ``(name, version)`` (version None: any), where
+        the name is a prompt name (``pipeline.planner``) or the role using it (``planner``).
         """
         where = RunFilter(status, agent, model, prompt, tag, since, limit)
         where.check()

@@ -156,7 +156,8 @@ def select_runs(conn: Connection, where: RunFilter) -> list[RunRow]:
     if where.prompt is not None:
         p = RUN_PROMPTS.c
         name, version = where.prompt
-        match = p.name == name if version is None else and_(p.name == name, p.version == version)
+        named = or_(p.name == name, p.role == name)  # a prompt name or the role using it
+        match = named if version is None else and_(named, p.version == version)
         clauses.append(exists().where(p.run_id == r.run_id, match))
     if where.tag is not None:
         t = RUN_TAGS.c

@@ -6,14 +6,23 @@ raising ``ReplayDivergenceError`` at the first that differs. ``rerun`` starts a 
 overrides (prompt versions, model, parameters), serving identical requests from the record.
 ``resume_run`` continues a run whose process died; ``fork_run`` starts a new run from position
 N of a recorded one. ``diff_runs`` aligns two runs causally and reports what changed.
+``run_problem`` says in one line why a recorded run is not a good answer (its recorded failure,
+or every model call failed).
 """
 
-from agentledger.replay._cohort import CohortDiff, RunSelection, cohort_diff, render_cohort
+from agentledger.replay._cohort import (
+    CohortDiff,
+    RunSelection,
+    cohort_diff,
+    render_cohort,
+    select_runs,
+)
 from agentledger.replay._compare import Change, Divergence
 from agentledger.replay._continue import ContinueResult, fork_run, resume_run
 from agentledger.replay._diff import diff_runs
 from agentledger.replay._diff_model import RunDiff
 from agentledger.replay._diff_render import render_diff
+from agentledger.replay._outcome import run_problem
 from agentledger.replay._replay import ReplayResult, replay_all, replay_run
 from agentledger.replay._rerun import Overrides, RerunResult, rerun, rerun_many
 from agentledger.replay.errors import (
@@ -51,4 +60,6 @@ __all__ = [
     "rerun",
     "rerun_many",
     "resume_run",
+    "run_problem",
+    "select_runs",
 ]

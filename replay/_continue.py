@@ -12,7 +12,11 @@ with the recorded one; past the prefix the run goes live and its events are writ
   parent's events 1..N by re-executing them, applies an optional merge patch to the world state
   right after position N (a DeltaApplied with ``source="fork"``), and continues live with the
   given models. Re-executing a call the parent recorded after N with an effectful tool is
-  refused unless ``allow_effects``.
+  refused unless ``allow_effects``. The fork carries the tags it is given, not its parent's.
+
+Annotations are notes on a run, not events it made: a run annotated after its end is finished
+(it cannot be resumed, nor forked past its end), and one annotated mid-way is re-executed around
+its notes (a fork copies those in its prefix, so every position stays the parent's).
 
 Must not modify a parent run.
 """
@@ -26,8 +30,9 @@ from typing import Any
 from agentledger.agents.models import ChatModel
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.ledger import Ledger, RunRecorder
+from agentledger.replay._outcome import run_problem
 from agentledger.replay._ports import RecordedTools
-from agentledger.replay._recorder import CheckingRecorder
+from agentledger.replay._recorder import ANNOTATION, CheckingRecorder
 from agentledger.replay._replay import Recorded
 from agentledger.replay._rerun import LIVE_PROVIDERS, live_model
 from agentledger.replay.errors import (
@@ -50,6 +55,8 @@ class ContinueResult:
     replayed_events: int
     new_events: int
     answer: str | None
+    error: str | None = None
+    """Why the run is not a good answer: its recorded failure, or every live model call failed."""
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON."""
@@ -100,8 +107,8 @@ def resume_run(
     re-executing the prefix records something else (the code or prompts changed).
     """
     recorded = Recorded(ledger, run_id, prompts)
-    if recorded.finished:
-        raise NotResumableError(run_id, f"it already ended ({recorded.events[-1].kind})")
+    if recorded.end is not None:
+        raise NotResumableError(run_id, f"it already ended ({recorded.end.kind})")
     unanswered = [r for r in recorded.record.results if r.result is None and r.effectful]
     if unanswered and not allow_effects:
         names = ", ".join(f"{r.tool} at position {r.position}" for r in unanswered)
@@ -153,10 +160,11 @@ def fork_run(
     """Start a new run that repeats ``run_id`` up to position ``at``, then goes live.
 
     ``patch`` (a JSON Merge Patch object) is applied to the world state right after ``at``.
-    Past ``at`` the models answer live (as for ``resume_run``).
+    Past ``at`` the models answer live (as for ``resume_run``). ``tags`` are the new run's
+    (none are inherited, as for a rerun).
     """
     recorded = Recorded(ledger, run_id, prompts)
-    last = len(recorded.events)
+    last = max(e.position for e in recorded.events if e.kind != ANNOTATION)  # notes aside
     if not 1 <= at < last:
         msg = f"--at {at}: run {run_id} has positions 1..{last}; fork at 1..{last - 1}"
         raise ReplayUsageError(msg)
@@ -183,7 +191,7 @@ def fork_run(
         recorded.started.agent,
         input=recorded.input.recorded(),
         config=identity,
-        tags=list(tags) or recorded.started.tags,
+        tags=list(tags),
         parent_run_id=run_id,
         parent_position=at,
         relation="fork",
@@ -225,4 +233,5 @@ def _result(ledger: Ledger, run_id: str, parent: str | None, replayed: int) -> C
         replayed_events=replayed,
         new_events=len(events) - replayed,
         answer=answer,
+        error=run_problem(ledger, run_id, after=replayed),
     )

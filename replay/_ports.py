@@ -4,9 +4,10 @@ Owns the answering side of replay: ``Record`` (a recorded run's model calls by r
 results by call, decoded once with their blobs), ``RecordedModel`` (strict: the role's recorded
 answers in order, exactly as recorded, then a live model or a stop), ``CachedModel`` (rerun:
 a request identical to a recorded one of that role is served from the record, marked, zero
-tokens; any other request goes to the live model) and ``RecordedTools`` (a ``ToolRegistry``
-whose calls are served from the record in order per tool and arguments, then run live, an
-effectful tool only when effects are allowed). Request identity is the ledger's
+tokens; any other request goes to the live model; a scripted live model's name is not part of
+the request) and ``RecordedTools`` (a ``ToolRegistry`` whose calls are served from the record
+in order per tool and arguments, then run live, an effectful tool only when effects are
+allowed). Request identity is the ledger's
 ``request_fingerprint`` computed from the request itself. Must not record events.
 """
 
@@ -39,6 +40,9 @@ __all__ = [
     "RecordedTools",
     "fingerprint_of",
 ]
+
+SCRIPTED = "scripted"
+"""The provider of scripted models (``ScriptedModel``, ``scripted:FILE``)."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +270,13 @@ class RecordedModel:
 
 
 class CachedModel:
-    """A rerun's model: identical requests are served from the record, others go live."""
+    """A rerun's model: identical requests are served from the record, others go live.
+
+    A request is what the model is asked: model, parameters, messages and tools. A real
+    model's name is part of it (another model may answer differently); a scripted model is no
+    model but a stand-in for one, so with a scripted live model (``scripted:FILE``) a request
+    matches a recorded one of the role whatever either model is called.
+    """
 
     def __init__(
         self,
@@ -277,9 +287,13 @@ class CachedModel:
         *,
         live: ChatModel | None,
     ) -> None:
+        self._stand_in = live is not None and live.provider == SCRIPTED
         self._by_request: dict[str, deque[RecordedCall]] = defaultdict(deque)
         for call in record.calls_of(role):
-            self._by_request[call.fingerprint].append(call)
+            key = call.fingerprint
+            if self._stand_in:
+                key = request_fingerprint({**call.payload, "model": ""})
+            self._by_request[key].append(call)
         self._record = record
         self._role = role
         self._provider = live.provider if live is not None else provider
@@ -301,7 +315,11 @@ class CachedModel:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded answer to an identical request, else the live model's answer."""
-        hits = self._by_request.get(fingerprint_of(request, self._model))
+        if self._stand_in:  # a script answers whatever it is asked: its file name is no model
+            key = fingerprint_of(request.model_copy(update={"model": ""}), "")
+        else:
+            key = fingerprint_of(request, self._model)
+        hits = self._by_request.get(key)
         if hits:
             call = hits.popleft()
             self.served += 1

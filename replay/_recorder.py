@@ -11,7 +11,10 @@ fork continue the run), ``"diverge"`` (replay of a finished run: any extra event
 divergence) or ``"stop"`` (replay of a run that never finished: the prefix is all there is).
 ``run_after(N, hook)`` runs a hook once, just before the event after position N is recorded (a
 fork applies its state patch there, so it lands right after position N, and replaying the fork
-applies it at the same place). Must not call models or tools.
+applies it at the same place). A recorded RunAnnotated is a reader's note, not an event the
+run made: the re-executed run passes over it (keeping every later position where it was), a
+fork copies it with the rest of the prefix, and ``run_end`` finds a run's end before any notes
+appended after it. Must not call models or tools.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from agentledger.ledger import RecordedEvent, RunRecorder
-from agentledger.ledger.events import ErrorInfo, LedgerEvent
+from agentledger.ledger.events import ErrorInfo, LedgerEvent, event_type, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay.errors import ReplayDivergenceError
 
@@ -29,9 +32,25 @@ if TYPE_CHECKING:
 
     from agentledger.ledger import Ledger, Run
 
-__all__ = ["Beyond", "CheckingRecorder", "ReplayStopped"]
+__all__ = ["ANNOTATION", "END_KINDS", "Beyond", "CheckingRecorder", "ReplayStopped", "run_end"]
 
 Beyond = Literal["write", "diverge", "stop"]
+
+ANNOTATION = "RunAnnotated"
+"""A human note appended to a run (also after its end): never re-executed, never compared."""
+
+END_KINDS = frozenset({"RunCompleted", "RunFailed"})
+
+
+def own_events(events: Sequence[RecordedEvent]) -> list[RecordedEvent]:
+    """The events the run itself recorded: every event but the annotations."""
+    return [e for e in events if e.kind != ANNOTATION]
+
+
+def run_end(events: Sequence[RecordedEvent]) -> RecordedEvent | None:
+    """The run's RunCompleted or RunFailed, or None while it never ended (notes aside)."""
+    own = own_events(events)
+    return own[-1] if own and own[-1].kind in END_KINDS else None
 
 
 class ReplayStopped(Exception):  # noqa: N818 - a signal, not an error
@@ -86,6 +105,7 @@ class CheckingRecorder(RunRecorder):
         """Compare ``event`` with the recorded one at its position; write it when due."""
         if self.divergence is not None:
             return self.position + 1
+        self._pass_annotations()
         if self._hook is not None and self.position >= self._hook[0]:
             hook, self._hook = self._hook[1], None
             hook()
@@ -111,11 +131,11 @@ class CheckingRecorder(RunRecorder):
     def finish(self) -> None:
         """After the run: a replay that recorded fewer events than the record diverged."""
         if self.divergence is None and self._beyond == "diverge":
-            done = self.compared
-            if done < len(self._expected):
-                nxt = self._expected[done]
+            missing = own_events(self._expected[self.compared :])
+            if missing:
+                nxt = missing[0]
                 expected = (nxt.kind, comparable(nxt.kind, nxt.version, nxt.payload))
-                self._diverge(divergence(done + 1, expected, None, "replay ended early"))
+                self._diverge(divergence(nxt.position, expected, None, "replay ended early"))
         if self.divergence is not None:
             raise ReplayDivergenceError(self._recorded_run_id, self.divergence)
 
@@ -135,6 +155,18 @@ class CheckingRecorder(RunRecorder):
             self.flush()
             return
         super().__exit__(exc_type, exc, tb)
+
+    def _pass_annotations(self) -> None:
+        """Step over the recorded notes next in the prefix (a fork copies them)."""
+        position = self.position + 1
+        while position <= self._prefix_end and self._expected[position - 1].kind == ANNOTATION:
+            note = self._expected[position - 1]
+            if self._write_prefix:
+                payload = upcast(note.kind, note.version, note.payload)
+                super().record(event_type(note.kind).model_validate(payload))
+            else:
+                self._cursor = position
+            position = self.position + 1
 
     def _check(self, position: int, event: LedgerEvent) -> None:
         recorded = self._expected[position - 1]

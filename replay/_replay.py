@@ -42,13 +42,11 @@ from agentledger.ledger import (
 from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay._ports import Record, RecordedModel, RecordedTools
-from agentledger.replay._recorder import Beyond, CheckingRecorder, ReplayStopped
+from agentledger.replay._recorder import END_KINDS, Beyond, CheckingRecorder, ReplayStopped, run_end
 from agentledger.replay.errors import ReplayDivergenceError, ReplayUsageError
 from agentledger.tools import ToolRegistry, builtin_registry
 
-__all__ = ["Recorded", "ReplayResult", "replay_all", "replay_run"]
-
-END_KINDS = frozenset({"RunCompleted", "RunFailed"})
+__all__ = ["END_KINDS", "Recorded", "ReplayResult", "replay_all", "replay_run"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,8 @@ class Recorded:
         self.library = recorded_library(ledger, self.started.config, prompts)
         self.orchestration, self.config = rebuild_agent(self.started, prompts=self.library)
         self.record = Record(ledger, run_id, self.events)
-        self.finished = self.events[-1].kind in END_KINDS
+        self.end = run_end(self.events)  # annotations after it do not reopen the run
+        self.finished = self.end is not None
 
     @property
     def fork_patch(self) -> tuple[int, dict[str, Any]] | None:

@@ -8,7 +8,10 @@ messages and tools: the ledger's request fingerprint) is served from the record 
 or rebuilt from the override/recorded ``provider:model`` spec). A tool call identical to a
 recorded one is served from the record; any other call runs the tool, except an effectful one
 unless ``allow_effects``: then the rerun stops there, and the run records RunFailed with the
-reason. ``rerun_many`` reruns a selection with progress. Must not modify the original run.
+reason. A rerun carries the tags it is given, never its parent's (a cohort selected by tag must
+not gain the re-evaluations of its runs); its link to the parent is the lineage. ``rerun_many``
+reruns a selection with progress; a rerun that fails or cannot start is reported in its result
+and the others go on. Must not modify the original run.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 from agentledger.agents import AgentConfig, build_agent, normalize_config
 from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
-from agentledger.ledger import Ledger, RunRecorder
+from agentledger.ledger import Ledger, LedgerError, RunRecorder, UnknownRunError
+from agentledger.replay._outcome import describe_error, run_problem
 from agentledger.replay._ports import CachedModel, RecordedTools
 from agentledger.replay._replay import Recorded
 from agentledger.replay.errors import (
@@ -99,9 +103,15 @@ class Overrides:
 
 @dataclass(frozen=True)
 class RerunResult:
-    """A rerun: the new run, whether it completed or stopped (and why), what was served."""
+    """A rerun: the new run, whether it completed, stopped or failed (and why), what was served.
 
-    run_id: str
+    ``status`` is the new run's (``completed``, ``failed``), ``stopped`` when it stopped at a
+    request or effect the record does not hold (``stopped`` says which), or ``error`` when no
+    new run could start (``run_id`` is then None). ``error`` says what went wrong: the failure
+    the run recorded, why it could not start, or that every live model call failed.
+    """
+
+    run_id: str | None
     parent_run_id: str
     status: str
     answer: str | None
@@ -110,6 +120,12 @@ class RerunResult:
     live_model_calls: int
     served_tool_calls: int
     live_tool_calls: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the rerun completed with nothing wrong."""
+        return self.status == "completed" and self.error is None
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON."""
@@ -171,13 +187,16 @@ def rerun(
     tools: ToolRegistry | None = None,
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
-    tags: Sequence[str] | None = None,
+    tags: Sequence[str] = (),
 ) -> RerunResult:
     """Re-execute ``run_id`` as a new linked run with ``overrides``; see the module doc.
 
     ``models`` are the live models by role (``"default"`` for all); without them a changed
     request goes to the overridden or recorded vendor model, and stops the rerun (recorded as
-    RunFailed, ``NoLiveModelError``) when the original used a scripted model.
+    RunFailed, ``NoLiveModelError``) when the original used a scripted model. ``tags`` are the
+    new run's (none are inherited). A run that fails (a script runs out, a tool raises) is
+    returned with status ``failed`` and the reason in ``error``; an error before the new run
+    starts (an unknown prompt version, a run that cannot be rebuilt) is raised.
     """
     overrides = overrides or Overrides()
     recorded = Recorded(ledger, run_id, prompts)
@@ -211,15 +230,15 @@ def rerun(
         served_tools,
         orchestration=orchestration,
         config=config,
-        tags=recorded.started.tags if tags is None else tags,
+        tags=list(tags),
         parent_run_id=run_id,
         relation="rerun",
     )
     stopped: str | None = None
     if isinstance(ended, EffectRefusedError | NoLiveModelError):
         stopped = str(ended)
-    elif ended is not None:
-        raise ended
+    elif ended is not None and (not holder or ledger.run(holder[0].run_id).status != "failed"):
+        raise ended  # no run was started, or it could not record its failure
     new_id = holder[0].run_id
     info = ledger.run(new_id)
     return RerunResult(
@@ -232,6 +251,7 @@ def rerun(
         live_model_calls=sum(m.live_calls for m in cached.values()),
         served_tool_calls=served_tools.served,
         live_tool_calls=served_tools.live_calls,
+        error=None if stopped else run_problem(ledger, new_id),
     )
 
 
@@ -244,6 +264,21 @@ def _answer(ledger: Ledger, run_id: str) -> str | None:
     return None
 
 
+def _not_started(run_id: str, error: Exception) -> RerunResult:
+    return RerunResult(
+        run_id=None,
+        parent_run_id=run_id,
+        status="error",
+        answer=None,
+        stopped=None,
+        served_model_calls=0,
+        live_model_calls=0,
+        served_tool_calls=0,
+        live_tool_calls=0,
+        error=describe_error(error),
+    )
+
+
 def rerun_many(
     ledger: Ledger,
     run_ids: Iterable[str],
@@ -253,21 +288,36 @@ def rerun_many(
     tools: ToolRegistry | None = None,
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
+    tags: Sequence[str] = (),
     progress: Callable[[int, int, RerunResult], None] | None = None,
 ) -> list[RerunResult]:
-    """Rerun each run of a selection with the same overrides, reporting progress."""
+    """Rerun each run of a selection with the same overrides and tags, reporting progress.
+
+    One rerun's failure does not stop the others: a run that failed is returned with status
+    ``failed``, and one that could not start (an override its agent does not have, a run that
+    cannot be rebuilt, any error before its run started) with status ``error`` and no run id;
+    ``error`` says why. Storage errors and interrupts are raised.
+    """
     ids = list(run_ids)
     results: list[RerunResult] = []
     for index, run_id in enumerate(ids, 1):
-        result = rerun(
-            ledger,
-            run_id,
-            overrides,
-            models=models,
-            tools=tools,
-            prompts=prompts,
-            allow_effects=allow_effects,
-        )
+        try:
+            result = rerun(
+                ledger,
+                run_id,
+                overrides,
+                models=models,
+                tools=tools,
+                prompts=prompts,
+                allow_effects=allow_effects,
+                tags=tags,
+            )
+        except LedgerError as error:
+            if not isinstance(error, UnknownRunError):
+                raise  # storage trouble is every run's: stop the batch
+            result = _not_started(run_id, error)
+        except Exception as error:  # noqa: BLE001 - reported in its result; the batch goes on
+            result = _not_started(run_id, error)
         results.append(result)
         if progress is not None:
             progress(index, len(ids), result)

@@ -409,12 +409,12 @@ os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 
 _OPEN = """
 import sys
-from agentledger.ledger import Ledger, LedgerError
+from agentledger.ledger import Ledger, LedgerError, StorageError
 try:
     with Ledger.open(sys.argv[1]) as ledger, ledger.record_run("writer", input="x") as run:
         run.plan({"written": True})
 except LedgerError as e:
-    print(type(e).__name__, e)
+    print(type(e).__name__, isinstance(e, StorageError), e)
     sys.exit(3)
 print("written")
 """
@@ -463,7 +463,7 @@ def test_a_read_only_database_file_is_a_storage_error(shared_dir: Path) -> None:
     path.chmod(0o444)
     done = unprivileged(["-c", _OPEN, url])
     assert done.returncode == 3, done.stdout + done.stderr
-    assert done.stdout.startswith("StorageError")
+    assert done.stdout.startswith("ReadOnlyDatabaseError True")  # a StorageError
     assert str(path) in done.stdout
     assert "read-only" in done.stdout
     read = unprivileged(["-m", "agentledger.cli", "--db", url, "runs"])
@@ -473,7 +473,7 @@ def test_a_read_only_database_file_is_a_storage_error(shared_dir: Path) -> None:
         ["-m", "agentledger.cli", "--db", url, "annotate", "x", "--author", "a", "--note", "n"]
     )
     assert cli.returncode == 2
-    assert cli.stderr.startswith("agentledger: StorageError")
+    assert cli.stderr.startswith("agentledger: ReadOnlyDatabaseError")
     assert "read-only" in cli.stderr
     path.chmod(0o644)
     with Ledger.open(url) as ledger:
