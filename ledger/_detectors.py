@@ -227,29 +227,47 @@ def _not_a_word(value: str) -> bool:
 # Numbers: cards, IBANs, phones ------------------------------------------------------------------
 
 
-def _shields(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Spans no number detector may touch, and the wider set phones may not touch."""
-    ids = [m.span() for rx in (_HEX, _DIGEST_REF, _UUID) for m in rx.finditer(text)]
-    ids = [(s, e) for s, e in ids if not text[s:e].isdigit()]
+def _shields(
+    text: str,
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
+    """Spans IBANs may not touch (digest references, UUIDs), those cards may not (hex strings
+    too: an upper-case IBAN is a hex string, a card is not) and those phones may not (dates,
+    times, versions and IP addresses too)."""
+    refs = [m.span() for rx in (_DIGEST_REF, _UUID) for m in rx.finditer(text)]
+    ids = refs + [m.span() for m in _HEX.finditer(text) if not m.group(0).isdigit()]
     dates = [m.span() for m in _DATE_TIME.finditer(text)]
     dates += [m.span() for m in _DOTTED.finditer(text) if _version_like(m.group(0))]
-    return ids, ids + dates
+    return refs, ids + dates
 
 
 def _version_like(value: str) -> bool:
-    parts = value.lstrip("vV").split(".")
-    return value[0] in "vV" or any(len(part) <= 2 for part in parts[1:])
+    if value[0] in "vV":
+        return True
+    parts = value.split(".")
+    first = parts[0]
+    return (
+        len(parts) <= 4
+        and _digit_count(value) < 12
+        and (first == "0" or not first.startswith("0"))
+        and any(len(part) <= 2 for part in parts[1:])
+    )
 
 
-def _overlaps(start: int, end: int, shields: Sequence[tuple[int, int]]) -> bool:
-    return any(start < e and s < end for s, e in shields)
+def _masked(text: str, shields: Sequence[tuple[int, int]]) -> str:
+    """``text`` with the shielded spans overwritten by ``#`` (offsets stay the same)."""
+    if not shields:
+        return text
+    chars = list(text)
+    for start, end in shields:
+        chars[start:end] = "#" * (end - start)
+    return "".join(chars)
 
 
 def _number_spans(text: str, phone_regions: Sequence[str]) -> list[Span]:
-    ids, wide = _shields(text)
-    spans = [s for s in _card_spans(text) if not _overlaps(s.start, s.end, ids)]
-    spans += [s for s in _iban_spans(text) if not _overlaps(s.start, s.end, ids)]
-    spans += [s for s in _phone_spans(text, phone_regions) if not _overlaps(s.start, s.end, wide)]
+    refs, wide = _shields(text)
+    spans = list(_card_spans(_masked(text, wide)))
+    spans += _iban_spans(_masked(text, refs))
+    spans += _phone_spans(_masked(text, wide), phone_regions)
     return spans
 
 
@@ -317,10 +335,12 @@ def _phonenumbers() -> Any:
 
 def _phone_spans(text: str, regions: Sequence[str]) -> Iterator[Span]:
     for match in _PHONE_CANDIDATE.finditer(text):
-        window = match.group(0)
-        if sum(char.isdigit() for char in window) < 7:
-            continue
-        yield from _phones_in(window, match.start(), tuple(regions))
+        if _digit_count(match.group(0)) >= 7:
+            yield from _phones_in(match.group(0), match.start(), tuple(regions))
+
+
+def _digit_count(value: str) -> int:
+    return sum(char.isdigit() for char in value)
 
 
 def _phones_in(window: str, offset: int, regions: tuple[str, ...]) -> Iterator[Span]:
