@@ -68,20 +68,23 @@ _PLACEHOLDERS = re.compile(
 
 # Shields: identifiers and numbers that are not personal data ---------------------------------
 
-_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
+# Each pattern starts with a character class, the look-behind after it: the regular expression
+# engine then skips ahead to candidate characters instead of testing every position.
+_HEX = re.compile(r"[0-9a-fA-F](?<![0-9A-Za-z][0-9a-fA-F])[0-9a-fA-F]{15,}(?![0-9A-Za-z])")
 _DIGEST_REF = re.compile(
     r"\b(?:sha256|sha384|sha512|sha1|md5|blake2b|blake3)[:\-][0-9a-zA-Z+/=_-]+", re.IGNORECASE
 )
 _UUID = re.compile(
-    r"(?<![0-9A-Za-z])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"[0-9a-fA-F](?<![0-9A-Za-z][0-9a-fA-F])[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+    r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 _DATE_TIME = re.compile(
-    r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
+    r"\d(?<!\d\d)(?:\d{3}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?"
     r"(?:Z|[+-]\d{2}:?\d{2})?"
-    r"|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?:[T ,]+\d{1,2}:\d{2}(?::\d{2})?)?"
-    r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)(?!\d)"
+    r"|\d?[./-]\d{1,2}[./-]\d{2,4}(?:[T ,]+\d{1,2}:\d{2}(?::\d{2})?)?"
+    r"|\d?:\d{2}(?::\d{2}(?:[.,]\d+)?)?)(?!\d)"
 )
-_DOTTED = re.compile(r"(?<![\w.])[vV]?\d+(?:\.\d+){2,}(?![\w.]*\d)")
+_DOTTED = re.compile(r"(?:[vV](?<![\w.][vV])\d+|\d(?<![\w.]\d)\d*)(?:\.\d+){2,}(?![\w.]*\d)")
 
 _DIGIT = re.compile(r"\d")
 _NOTHING_TO_FIND = re.compile(r"[^@:=\-]*", re.DOTALL)
@@ -99,7 +102,10 @@ _EMAIL = re.compile(
     r"(?<![\w.%+'-])[\w%+'-]+(?:\.[\w%+'-]+)*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+"
     r"(?:[^\W\d_]{2,}|xn--[a-z0-9-]{2,})(?![\w-])"
 )
-_CARD = re.compile(r"(?<![\w.+-])\d(?:(?: {1,2}|[-.])?\d){12,}(?!\w)")
+_CARD = re.compile(r"\d(?<![\w.+-]\d)(?:(?: {1,2}|[-.])?\d){12,}(?!\w)")
+_SEVEN_DIGITS = re.compile(r"\d(?:[ \u00a0().\-]{0,3}\d){6}")
+"""No phone or card number has fewer than seven digits."""
+_IBAN_START = re.compile(r"[A-Z]{2}\d{2}")
 _CARD_GROUP = re.compile(r"\d+")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+\-/.])(?:\+|\(\+?)?\d[\d \u00a0().\-]*\d(?!\w|[-/]\w)")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
@@ -131,6 +137,7 @@ _PEM = re.compile(
     r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|(?:[A-Za-z0-9+/=:,\s-]|\\[nr])*)",
     re.DOTALL,
 )
+_SECRET_WORDS = ("pass", "pwd", "secret", "key", "token")
 _SECRET_ASSIGNMENT = re.compile(
     r"\b(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|api[_-]?key|apikey"
     r"|access[_-]?key(?:[_-]?id)?|secret[_-]?(?:access[_-]?)?key|(?:access|auth|refresh)[_-]?token"
@@ -182,7 +189,8 @@ def detect(text: str, phone_regions: Sequence[str] = (), extra: Sequence[Span] =
         found += _spans(_AUTHORIZATION, text, "auth_token", group="value")
     if "eyJ" in text:
         found += _spans(_JWT, text, "auth_token")
-    found += _spans(_SECRET_ASSIGNMENT, text, "secret", group="value", accept=_not_a_word)
+    if any(word in lowered for word in _SECRET_WORDS):
+        found += _spans(_SECRET_ASSIGNMENT, text, "secret", group="value", accept=_not_a_word)
     if digits:
         found += _number_spans(text, phone_regions)
     return resolve(placeholders, found)
@@ -227,16 +235,20 @@ def _not_a_word(value: str) -> bool:
 # Numbers: cards, IBANs, phones ------------------------------------------------------------------
 
 
-def _shields(
-    text: str,
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]:
-    """Spans IBANs may not touch (digest references, UUIDs), those cards may not (hex strings
-    too: an upper-case IBAN is a hex string, a card is not) and those phones may not (dates,
-    times, versions and IP addresses too)."""
-    refs = [m.span() for rx in (_DIGEST_REF, _UUID) for m in rx.finditer(text)]
+def _shields(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Spans IBANs may not touch, and spans cards and phones may not.
+
+    IBANs keep clear of digest references and UUIDs; cards and phones of hex strings, dates,
+    times, versions and IP addresses too (an upper-case IBAN is a hex string, a card is not).
+    """
+    lowered = text.lower()
+    refs = [m.span() for m in _UUID.finditer(text)] if "-" in text else []
+    if "sha" in lowered or "md5" in lowered or "blake" in lowered:
+        refs += [m.span() for m in _DIGEST_REF.finditer(text)]
     ids = refs + [m.span() for m in _HEX.finditer(text) if not m.group(0).isdigit()]
     dates = [m.span() for m in _DATE_TIME.finditer(text)]
-    dates += [m.span() for m in _DOTTED.finditer(text) if _version_like(m.group(0))]
+    if text.count(".") >= 2:
+        dates += [m.span() for m in _DOTTED.finditer(text) if _version_like(m.group(0))]
     return refs, ids + dates
 
 
@@ -264,10 +276,18 @@ def _masked(text: str, shields: Sequence[tuple[int, int]]) -> str:
 
 
 def _number_spans(text: str, phone_regions: Sequence[str]) -> list[Span]:
+    phones_or_cards = _SEVEN_DIGITS.search(text) is not None
+    ibans = _IBAN_START.search(text) is not None
+    if not phones_or_cards and not ibans:
+        return []
     refs, wide = _shields(text)
-    spans = list(_card_spans(_masked(text, wide)))
-    spans += _iban_spans(_masked(text, refs))
-    spans += _phone_spans(_masked(text, wide), phone_regions)
+    spans: list[Span] = []
+    if phones_or_cards:
+        masked = _masked(text, wide)
+        spans += _card_spans(masked)
+        spans += _phone_spans(masked, phone_regions)
+    if ibans:
+        spans += _iban_spans(_masked(text, refs))
     return spans
 
 
@@ -350,5 +370,7 @@ def _phones_in(window: str, offset: int, regions: tuple[str, ...]) -> Iterator[S
     if not window.lstrip("(").startswith("+"):
         attempts += [(region, leniency.VALID) for region in regions]
     for region, level in attempts:
-        for found in phonenumbers.PhoneNumberMatcher(window, region, leniency=level):
-            yield Span(offset + found.start, offset + found.end, "phone")
+        matches = list(phonenumbers.PhoneNumberMatcher(window, region, leniency=level))
+        yield from (Span(offset + m.start, offset + m.end, "phone") for m in matches)
+        if any(m.end - m.start == len(window) for m in matches):
+            return

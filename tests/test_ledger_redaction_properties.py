@@ -89,9 +89,7 @@ def bearer_tokens(draw: st.DrawFn) -> str:
     return draw(st.text(ALNUM + "-._~", min_size=19, max_size=40)) + "9"
 
 
-secrets = st.one_of(
-    st.sampled_from([value for _, value in KNOWN]), cards(), emails(), api_keys()
-)
+secrets = st.one_of(st.sampled_from([value for _, value in KNOWN]), cards(), emails(), api_keys())
 filler = st.text(
     st.sampled_from(list(string.ascii_letters + "äéß,.;!?()' ")), min_size=1, max_size=12
 )
