@@ -16,6 +16,7 @@ policies: that is ``agentledger.ledger.redaction``'s job.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
@@ -105,6 +106,8 @@ _EMAIL = re.compile(
 _CARD = re.compile(r"\d(?<![\w.+-]\d)(?:(?: {1,2}|[-.])?\d){12,}(?!\w)")
 _SEVEN_DIGITS = re.compile(r"\d(?:[ \u00a0().\-]{0,3}\d){6}")
 """No phone or card number has fewer than seven digits."""
+_MAX_PHONE_DIGITS = 20
+"""A longer run of digits is a list of numbers or an id, not one phone number."""
 _IBAN_START = re.compile(r"[A-Z]{2}\d{2}")
 _CARD_GROUP = re.compile(r"\d+")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+\-/.])(?:\+|\(\+?)?\d[\d \u00a0().\-]*\d(?!\w|[-/]\w)")
@@ -198,12 +201,18 @@ def detect(text: str, phone_regions: Sequence[str] = (), extra: Sequence[Span] =
 
 def resolve(fixed: Sequence[Span], found: Sequence[Span]) -> list[Span]:
     """``fixed`` spans plus those of ``found`` that survive: longest, then most specific, first."""
-    chosen = list(fixed)
+    chosen = sorted(fixed)
+    starts = [span.start for span in chosen]
     ranked = sorted(set(found), key=lambda s: (s.start - s.end, _SPECIFICITY[s.kind], s.start))
     for span in ranked:
-        if all(span.end <= other.start or other.end <= span.start for other in chosen):
-            chosen.append(span)
-    return sorted(chosen)
+        index = bisect.bisect_left(starts, span.start)
+        if index < len(chosen) and chosen[index].start < span.end:
+            continue
+        if index > 0 and chosen[index - 1].end > span.start:
+            continue
+        chosen.insert(index, span)
+        starts.insert(index, span.start)
+    return chosen
 
 
 def _spans(
@@ -304,18 +313,20 @@ def _card_windows(groups: list[tuple[int, int, str]]) -> Iterator[Span]:
     """The longest runs of consecutive digit groups that read as a card number, left to right."""
     index = 0
     while index < len(groups):
-        best: tuple[int, int] | None = None
-        for stop in range(index + 1, len(groups) + 1):
-            digits = "".join(g[2] for g in groups[index:stop])
-            if len(digits) > 19:
-                break
-            if len(digits) >= 13 and digits[0] in "23456" and luhn_ok(digits):
-                best = (index, stop)
+        best: int | None = None
+        digits = ""
+        if groups[index][2][0] in "23456":
+            for stop in range(index, len(groups)):
+                digits += groups[stop][2]
+                if len(digits) > 19:
+                    break
+                if len(digits) >= 13 and luhn_ok(digits):
+                    best = stop
         if best is None:
             index += 1
             continue
-        yield Span(groups[best[0]][0], groups[best[1] - 1][1], "card")
-        index = best[1]
+        yield Span(groups[index][0], groups[best][1], "card")
+        index = best + 1
 
 
 def _iban_spans(text: str) -> Iterator[Span]:
@@ -355,7 +366,7 @@ def _phonenumbers() -> Any:
 
 def _phone_spans(text: str, regions: Sequence[str]) -> Iterator[Span]:
     for match in _PHONE_CANDIDATE.finditer(text):
-        if _digit_count(match.group(0)) >= 7:
+        if 7 <= _digit_count(match.group(0)) <= _MAX_PHONE_DIGITS:
             yield from _phones_in(match.group(0), match.start(), tuple(regions))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -332,3 +333,38 @@ def test_importing_the_ledger_loads_neither_phonenumbers_nor_schwifty() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.split("\n")[:2] == ["[]", "['phonenumbers', 'schwifty']"]
+
+
+def test_a_provider_error_that_echoes_the_key_loses_it() -> None:
+    """A 401 message quoting the key, as providers' errors do, keeps its words but not the key."""
+    key = "sk-proj-" + "Ab3" * 15
+    message = f"Error code: 401 - {{'error': {{'message': 'Incorrect API key provided: {key}.'}}}}"
+    assert key not in redacted(message)
+    assert "Incorrect API key provided: [redacted:api_key]." in redacted(message)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a." * 20_000 + "@" + "b" * 1_000,
+        "1 " * 20_000,
+        "12-" * 20_000,
+        "DE89 " * 10_000,
+        "a@b.co " * 5_000,
+        "+44 20 7946 0958 " * 500,
+    ],
+    ids=[
+        "dotted-local-part",
+        "spaced-digits",
+        "dashed-digits",
+        "iban-prefixes",
+        "emails",
+        "phones",
+    ],
+)
+def test_adversarial_inputs_are_redacted_in_bounded_time(text: str) -> None:
+    """Tens of kilobytes built to make patterns backtrack take well under a few seconds."""
+    start = time.perf_counter()
+    once = redacted(text)
+    assert time.perf_counter() - start < 5.0
+    assert redacted(once) == once
