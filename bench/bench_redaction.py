@@ -12,7 +12,8 @@ a. ``redact_json`` over each call's new messages once (the request's newest mess
    answer: what a recorder that stores conversation chains must redact) vs ``json.dumps`` of the
    same values, the cheapest walk of the same JSON.
 b. ``redact_json`` over each call's full request (the whole history, as a naive recorder would
-   redact it) vs ``json.dumps`` of the same.
+   redact it) vs ``json.dumps`` of the same; and the same through one ``Redactor`` for the run,
+   which redacts each distinct string once.
 c. recording the conversation in a SQLite ledger with (a)'s redaction in front of each call vs
    recording it without: the overhead the recorder would see.
 
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agentledger.ledger import Ledger
-from agentledger.ledger.redaction import redact_json
+from agentledger.ledger.redaction import Redactor, redact_json
 from bench._workload import CONVERSATION_CALLS, SEED, make_conversation
 
 REPEATS = 3
@@ -152,6 +153,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     dumps_new = best_of(lambda: new_messages(convo, json.dumps))
     ours_full = best_of(lambda: full_requests(convo, redact_json))
     dumps_full = best_of(lambda: full_requests(convo, json.dumps))
+    cached_full = best_of(lambda: full_requests(convo, Redactor().json))
     plain_times, redacted_times = [], []
     for _ in range(RECORD_REPEATS):
         plain_times.append(record(convo, redact=False))
@@ -171,6 +173,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             ours_full,
             dumps_full,
             "(b) the whole history redacted again on every call; baseline json.dumps of the same",
+        ),
+        _row(
+            f"[b] full request every call, one Redactor for the run ({calls} calls, info)",
+            cached_full,
+            dumps_full,
+            "(b) as above through one Redactor, which remembers the strings it has redacted, so "
+            "each message is redacted once; baseline json.dumps of the same",
         ),
         _row(
             f"[c] record {calls}-call conversation, redacting new messages (info)",

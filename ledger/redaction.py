@@ -3,13 +3,15 @@
 Owns ``RedactionPolicy`` (what to do with each kind of data: ``redact``, ``hash`` or ``keep``;
 ``redact`` for every kind unless told otherwise), the placeholders a redacted value becomes
 (``[redacted:email]``, or ``[email:<12 hex>]`` for a keyed hash), ``redact_text``,
-``redact_json`` and the ``Finding`` each reports (kind, JSON path, action, count; never the value).
+``redact_json``, the ``Redactor`` that applies one policy to many values (remembering the strings
+it has redacted), and the ``Finding`` each reports (kind, JSON path, action, count; never the
+value).
 
 Redaction is idempotent: placeholders are found like any other value and never touched again,
 and the counts are read from the placeholders in the result, so redacting redacted text changes
 nothing and reports the same findings. The salt of the ``hash`` action is the caller's (one per
 ledger); it is never part of the policy or its JSON. The detectors live in ``_detectors``. Must
-not record events, keep state between calls or import agents or vendor SDKs.
+not record events, keep state beyond a ``Redactor``'s cache, or import agents or vendor SDKs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "Finding",
     "Kind",
     "RedactionPolicy",
+    "Redactor",
     "Span",
     "count_placeholders",
     "detect",
@@ -173,9 +176,7 @@ def redact_text(
     as findings too, which is what makes a second pass report the same). Raises ``UsageError``
     when the policy hashes a kind and no ``salt`` is given.
     """
-    rules = _Rules.of(policy, salt)
-    result = rules.redact(text)
-    return result, _findings(result, path, in_key=False)
+    return Redactor(policy, salt=salt, cache_size=0).text(text, path=path)
 
 
 def redact_json(
@@ -194,25 +195,58 @@ def redact_json(
     whole. Numbers, booleans and null are left as they are. Raises ``InvalidPayloadError`` for a
     value that is not JSON (tuples count as lists) and ``UsageError`` as ``redact_text`` does.
     """
-    rules = _Rules.of(policy, salt)
-    findings: list[Finding] = []
-    return _walk(value, path, rules, findings, None), findings
+    return Redactor(policy, salt=salt, cache_size=0).json(value, path=path)
 
 
-@dataclass(frozen=True)
-class _Rules:
-    policy: RedactionPolicy
-    salt: bytes | None
+class Redactor:
+    """One policy and salt applied to many values, remembering the last strings it redacted.
 
-    @classmethod
-    def of(cls, policy: RedactionPolicy | None, salt: bytes | None) -> _Rules:
-        chosen = policy or RedactionPolicy()
-        if chosen.hashes and not salt:
+    ``redact_text`` and ``redact_json`` make one per call. A recorder that sees the same
+    messages again in every request of a conversation keeps one per run instead, so that each
+    message is redacted once: up to ``cache_size`` distinct strings are remembered (the oldest
+    is forgotten first; ``0`` remembers none). Raises ``UsageError`` when the policy hashes a
+    kind and no ``salt`` is given.
+    """
+
+    def __init__(
+        self,
+        policy: RedactionPolicy | None = None,
+        *,
+        salt: bytes | None = None,
+        cache_size: int = 1024,
+    ) -> None:
+        self.policy = policy or RedactionPolicy()
+        if self.policy.hashes and not salt:
             msg = "the redaction policy hashes some kinds of data, so it needs a salt"
             raise UsageError(msg)
-        return cls(chosen, salt)
+        self.salt = salt
+        self.cache_size = cache_size
+        self._cache: dict[tuple[str, str | None], str] = {}
+
+    def text(self, text: str, *, path: str = "") -> tuple[str, list[Finding]]:
+        """As ``redact_text`` with this redactor's policy and salt."""
+        result = self.redact(text)
+        return result, _findings(result, path, in_key=False)
+
+    def json(self, value: Any, *, path: str = "") -> tuple[Any, list[Finding]]:
+        """As ``redact_json`` with this redactor's policy and salt."""
+        findings: list[Finding] = []
+        return _walk(value, path, self, findings, None), findings
 
     def redact(self, text: str, whole: Kind | None = None) -> str:
+        """``text`` redacted; ``whole`` makes all of it one value of that kind (a secret field)."""
+        key = (text, whole)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        result = self._redact(text, whole)
+        if self.cache_size > 0:
+            if len(self._cache) >= self.cache_size:
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = result
+        return result
+
+    def _redact(self, text: str, whole: Kind | None) -> str:
         for _ in range(_MAX_PASSES):
             extra = [Span(0, len(text), whole)] if whole and text.strip() else []
             spans = detect(text, self.policy.phone_regions, extra=extra)
@@ -242,16 +276,18 @@ class _Rules:
         return "".join(parts)
 
 
-def _walk(value: Any, path: str, rules: _Rules, findings: list[Finding], field: Kind | None) -> Any:
+def _walk(
+    value: Any, path: str, redactor: Redactor, findings: list[Finding], field: Kind | None
+) -> Any:
     if isinstance(value, str):
-        result = rules.redact(value, field)
+        result = redactor.redact(value, field)
         findings += _findings(result, path, in_key=False)
         return result
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, list | tuple):
         return [
-            _walk(item, f"{path}[{index}]", rules, findings, field)
+            _walk(item, f"{path}[{index}]", redactor, findings, field)
             for index, item in enumerate(value)
         ]
     if isinstance(value, dict):
@@ -259,10 +295,10 @@ def _walk(value: Any, path: str, rules: _Rules, findings: list[Finding], field: 
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidPayloadError(path, f"object key {type(key).__name__} is not a string")
-            new_key = _unique(rules.redact(key), out)
+            new_key = _unique(redactor.redact(key), out)
             child = _child(path, new_key)
             findings += _findings(new_key, child, in_key=True)
-            out[new_key] = _walk(item, child, rules, findings, _secret_field(key))
+            out[new_key] = _walk(item, child, redactor, findings, _secret_field(key))
         return out
     raise InvalidPayloadError(path, f"{type(value).__name__} is not a JSON value")
 

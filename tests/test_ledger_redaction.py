@@ -14,6 +14,7 @@ from agentledger.ledger.errors import InvalidPayloadError
 from agentledger.ledger.redaction import (
     Finding,
     RedactionPolicy,
+    Redactor,
     detect,
     hashed_placeholder,
     redact_json,
@@ -368,3 +369,17 @@ def test_adversarial_inputs_are_redacted_in_bounded_time(text: str) -> None:
     once = redacted(text)
     assert time.perf_counter() - start < 5.0
     assert redacted(once) == once
+
+
+def test_a_redactor_remembers_strings_and_gives_the_same_results() -> None:
+    """One redactor over a growing history redacts like the functions do, within its cache."""
+    redactor = Redactor(cache_size=2)
+    history: list[dict[str, str]] = []
+    for turn in ["mail a@example.com", "call +44 20 7946 0958", "ok", "card 4539148803436467"]:
+        history.append({"role": "user", "content": turn})
+        assert redactor.json(history) == redact_json(history)
+    assert redactor.text("mail a@example.com", path="q") == redact_text(
+        "mail a@example.com", path="q"
+    )
+    with pytest.raises(UsageError):
+        Redactor(RedactionPolicy(actions={"card": "hash"}))
