@@ -15,6 +15,7 @@ import json
 import string
 from typing import Any
 
+import phonenumbers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -36,6 +37,16 @@ KNOWN = [
     ("api_key", "AKIAIOSFODNN7EXAMPLE"),
     ("private_key", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"),
 ]
+IBANS = [
+    "FR14 2004 1010 0505 0001 3M02 606",
+    "NL91 ABNA 0417 1643 00",
+    "ES91 2100 0418 4502 0005 1332",
+    "IT60 X054 2811 1010 0000 0123 456",
+    "CH9300762011623852957",
+    "BE68 5390 0754 7034",
+]
+REGIONS = ["US", "GB", "DE", "FR", "IN", "ES", "IT", "NL", "BR", "JP", "AU", "ZA", "NG", "SG", "AE"]
+NATIONAL_REGIONS = {"US", "GB", "DE", "FR", "IN"}
 ALNUM = string.ascii_letters + string.digits
 SAFE_WORDS = [
     "2026-06-13",
@@ -64,6 +75,22 @@ def cards(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def phones(draw: st.DrawFn) -> str:
+    """A region's example number, international, or national in a default region."""
+    region = draw(st.sampled_from(REGIONS))
+    kind = draw(
+        st.sampled_from(
+            [phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE]
+        )
+    )
+    number = phonenumbers.example_number_for_type(region, kind)
+    formats = [phonenumbers.PhoneNumberFormat.INTERNATIONAL, phonenumbers.PhoneNumberFormat.E164]
+    if region in NATIONAL_REGIONS:
+        formats.append(phonenumbers.PhoneNumberFormat.NATIONAL)
+    return str(phonenumbers.format_number(number, draw(st.sampled_from(formats))))
+
+
+@st.composite
 def emails(draw: st.DrawFn) -> str:
     """An address whose local part and domain may hold non-ASCII letters."""
     letters = st.sampled_from(list(string.ascii_lowercase + "äöüéñøß"))
@@ -89,7 +116,9 @@ def bearer_tokens(draw: st.DrawFn) -> str:
     return draw(st.text(ALNUM + "-._~", min_size=19, max_size=40)) + "9"
 
 
-secrets = st.one_of(st.sampled_from([value for _, value in KNOWN]), cards(), emails(), api_keys())
+secrets = st.one_of(
+    st.sampled_from([value for _, value in KNOWN] + IBANS), cards(), emails(), api_keys(), phones()
+)
 filler = st.text(
     st.sampled_from(list(string.ascii_letters + "äéß,.;!?()' ")), min_size=1, max_size=12
 )
