@@ -106,6 +106,12 @@ _EMAIL = re.compile(
 _CARD = re.compile(r"\d(?<![\w.+-]\d)(?:(?: {1,2}|[-.])?\d){12,}(?!\w)")
 _SEVEN_DIGITS = re.compile(r"\d(?:[ \u00a0().\-]{0,3}\d){6}")
 """No phone or card number has fewer than seven digits."""
+_PHONE_CUE = re.compile(
+    r"\b(?:call|phone|tel|telephone|mobile|cell|fax|ring|text|sms|whatsapp|signal)"
+    r"\.?(?:\s*(?:me|us|him|her|them|at|on|is|:|-|#))*\s*\(?$",
+    re.IGNORECASE,
+)
+"""Words that make the digits after them a phone number even when no region knows it."""
 _MAX_PHONE_DIGITS = 20
 """A longer run of digits is a list of numbers or an id, not one phone number."""
 _IBAN_START = re.compile(r"[A-Z]{2}\d{2}")
@@ -365,9 +371,15 @@ def _phonenumbers() -> Any:
 
 
 def _phone_spans(text: str, regions: Sequence[str]) -> Iterator[Span]:
+    """Numbers ``phonenumbers`` accepts, and any 7-15 digits right after a word like "call"."""
     for match in _PHONE_CANDIDATE.finditer(text):
-        if 7 <= _digit_count(match.group(0)) <= _MAX_PHONE_DIGITS:
-            yield from _phones_in(match.group(0), match.start(), tuple(regions))
+        digits = _digit_count(match.group(0))
+        if not 7 <= digits <= _MAX_PHONE_DIGITS:
+            continue
+        found = list(_phones_in(match.group(0), match.start(), tuple(regions)))
+        if not found and digits <= 15 and _PHONE_CUE.search(text, 0, match.start()):
+            found = [Span(match.start(), match.end(), "phone")]
+        yield from found
 
 
 def _digit_count(value: str) -> int:

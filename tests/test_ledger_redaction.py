@@ -72,10 +72,11 @@ def test_phone_numbers_are_found_in_international_and_national_forms(value: str)
 
 
 def test_national_phone_forms_depend_on_the_regions() -> None:
-    """Without regions only international forms are phone numbers."""
+    """Without regions only international forms are phone numbers (absent a word like "call")."""
     policy = RedactionPolicy(phone_regions=())
-    assert redact_text("call (415) 555-0132", policy)[0] == "call (415) 555-0132"
-    assert redact_text("call +1 415 555 0132", policy)[0] == "call [redacted:phone]"
+    assert redact_text("desk (415) 555-0132", policy)[0] == "desk (415) 555-0132"
+    assert redact_text("desk (415) 555-0132")[0] == "desk [redacted:phone]"
+    assert redact_text("desk +1 415 555 0132", policy)[0] == "desk [redacted:phone]"
 
 
 @pytest.mark.parametrize(
@@ -383,3 +384,14 @@ def test_a_redactor_remembers_strings_and_gives_the_same_results() -> None:
     )
     with pytest.raises(UsageError):
         Redactor(RedactionPolicy(actions={"card": "hash"}))
+
+
+@pytest.mark.parametrize(
+    "text", ["call 555-123-4567", "Call me at 555 123 4567", "phone: (555) 123-4567"]
+)
+def test_digits_after_a_phone_word_are_a_phone_number_even_if_no_region_knows_them(
+    text: str,
+) -> None:
+    """Fictional or unassigned numbers are still redacted when the text says they are phones."""
+    assert redacted(text).endswith("[redacted:phone]")
+    assert redacted(text.replace("all", "ount").replace("phone", "order")) != redacted(text)
