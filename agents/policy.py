@@ -8,8 +8,12 @@ in the result), so a replay that re-checks the recorded input records the same P
 Blocking is decided on the redacted text for the same reason. Must not record events, call
 models or keep state between checks.
 
-Redacted: email addresses, payment card numbers (13-19 digits that pass the Luhn check) and
-phone numbers (9-15 digits, optional leading +, spaces, dots, dashes and parentheses).
+Redaction is ``agentledger.ledger.redaction``'s: emails (internationalised ones too), phone
+numbers, Luhn-checked card numbers, IBANs, API keys, bearer tokens and Authorization headers,
+private key blocks and assigned secrets (``password=...``). ``redact_emails``, ``redact_phones`` and
+``redact_cards`` switched off keep those kinds; ``redaction`` (a ``RedactionPolicy``) sets the
+action of every kind, and is left out of the recorded settings while unset, so runs recorded
+before it existed replay with the same settings.
 """
 
 from __future__ import annotations
@@ -18,9 +22,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from agentledger.agents.errors import AgentUsageError
+from agentledger.ledger.redaction import (
+    KINDS,
+    Kind,
+    RedactionPolicy,
+    luhn_ok,
+    placeholder,
+    redact_text,
+)
 
 __all__ = [
     "DEFAULT_BLOCKED",
@@ -50,30 +64,6 @@ DEFAULT_RISK_TAGS: Mapping[str, str] = MappingProxyType(
 )
 """Risk tag -> regular expression (case-insensitive) of intents worth tagging, not blocking."""
 
-Kind = Literal["email", "card", "phone"]
-
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-_CARD = re.compile(r"(?<![\d])\d(?:[ -]?\d){12,18}(?![\d])")
-_PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d ().-]{7,}\d(?![\d])")
-
-
-def placeholder(kind: Kind) -> str:
-    """The text a redacted value is replaced with, e.g. ``[redacted:email]``."""
-    return f"[redacted:{kind}]"
-
-
-def luhn_ok(digits: str) -> bool:
-    """Whether a string of digits passes the Luhn checksum of payment card numbers."""
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        value = int(char)
-        if index % 2 == 1:
-            value *= 2
-            if value > 9:
-                value -= 9
-        total += value
-    return total % 10 == 0
-
 
 class PolicyConfig(BaseModel):
     """What the gate redacts, blocks and tags."""
@@ -83,11 +73,32 @@ class PolicyConfig(BaseModel):
     redact_emails: bool = True
     redact_phones: bool = True
     redact_cards: bool = True
+    redaction: RedactionPolicy | None = None
     blocked: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BLOCKED))
     risk_tags: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_RISK_TAGS))
     refusal: str = (
         "I can't help with that request. If you think this is a mistake, please rephrase it."
     )
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_redaction(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("redaction") is None:
+            data.pop("redaction", None)
+        return data
+
+    def redaction_policy(self) -> RedactionPolicy:
+        """The ``RedactionPolicy`` the gate applies: ``redaction``, minus the kinds switched off."""
+        policy = self.redaction or RedactionPolicy()
+        switches: tuple[tuple[Kind, bool], ...] = (
+            ("email", self.redact_emails),
+            ("phone", self.redact_phones),
+            ("card", self.redact_cards),
+        )
+        off: dict[Kind, Literal["keep"]] = {kind: "keep" for kind, on in switches if not on}
+        if not off:
+            return policy
+        return policy.model_copy(update={"actions": {**policy.actions, **off}})
 
 
 @dataclass(frozen=True)
@@ -107,10 +118,19 @@ class PolicyDecision:
 
 
 class PolicyGate:
-    """Applies a ``PolicyConfig`` to questions; holds no state beyond its compiled patterns."""
+    """Applies a ``PolicyConfig`` to questions; holds no state beyond its patterns and salt.
 
-    def __init__(self, config: PolicyConfig | None = None) -> None:
+    ``salt`` keys the ``hash`` action (one per ledger); a policy that hashes a kind raises
+    ``AgentUsageError`` here when it is missing.
+    """
+
+    def __init__(self, config: PolicyConfig | None = None, *, salt: bytes | None = None) -> None:
         self.config = config or PolicyConfig()
+        self.salt = salt
+        self._redaction = self.config.redaction_policy()
+        if self._redaction.hashes and not salt:
+            msg = "the policy hashes some kinds of personal data, so the gate needs a salt"
+            raise AgentUsageError(msg)
         flags = re.IGNORECASE | re.DOTALL
         # Sorted, so reasons and tags do not depend on the order a mapping was written in
         # (recorded settings come back from the ledger with their keys sorted).
@@ -118,23 +138,16 @@ class PolicyGate:
         self._tags = {k: re.compile(v, flags) for k, v in sorted(self.config.risk_tags.items())}
 
     def redact(self, text: str) -> str:
-        """Return ``text`` with emails, card numbers and phone numbers replaced."""
-        if self.config.redact_emails:
-            text = _EMAIL.sub(placeholder("email"), text)
-        if self.config.redact_cards:
-            text = _CARD.sub(_card_or_keep, text)
-        if self.config.redact_phones:
-            text = _PHONE.sub(_phone_or_keep, text)
-        return text
+        """Return ``text`` with personal data and secrets replaced by placeholders."""
+        return redact_text(text, self._redaction, salt=self.salt)[0]
 
     def check(self, question: str) -> PolicyDecision:
         """Redact, then decide: block (a blocked pattern matches), redact, or allow."""
-        text = self.redact(question)
-        redactions = tuple(
-            (kind, text.count(placeholder(kind)))
-            for kind in ("email", "phone", "card")
-            if placeholder(kind) in text
-        )
+        text, findings = redact_text(question, self._redaction, salt=self.salt)
+        counts: dict[str, int] = {}
+        for finding in findings:
+            counts[finding.kind] = counts.get(finding.kind, 0) + finding.count
+        redactions = tuple((kind, counts[kind]) for kind in KINDS if kind in counts)
         blocked = tuple(f"blocked:{name}" for name, rx in self._blocked.items() if rx.search(text))
         tags = [name for name, rx in self._tags.items() if rx.search(text)]
         if redactions:
@@ -145,15 +158,3 @@ class PolicyGate:
             reasons = tuple(f"redacted:{kind}" for kind, _ in redactions)
             return PolicyDecision("redact", text, reasons, redactions, tuple(tags))
         return PolicyDecision("allow", text, (), (), tuple(tags))
-
-
-def _card_or_keep(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    return placeholder("card") if luhn_ok(digits) else match.group(0)
-
-
-def _phone_or_keep(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    if not 9 <= len(digits) <= 15:
-        return match.group(0)
-    return placeholder("phone")

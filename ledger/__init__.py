@@ -2,8 +2,9 @@
 
 The event catalogue, the `Run` aggregate, the per-run hash chain, content-addressed blobs,
 persistence (SQLite, PostgreSQL, memory), the ledger-wide transparency log with its signed
-checkpoints, and the `Ledger` facade with its recording API. The submodules `merkle` (RFC 9162)
-and `signed_note` (C2SP signed notes, Ed25519 keys) are public too. Knows nothing of agents or
+checkpoints, and the `Ledger` facade with its recording API. The submodules `merkle` (RFC 9162),
+`signed_note` (C2SP signed notes, Ed25519 keys) and `redaction` (personal data and secrets found
+and redacted) are public too. Knows nothing of agents or
 vendor SDKs.
 """
 

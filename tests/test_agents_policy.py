@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from agentledger.agents import AgentConfig, PolicyConfig, PolicyGate, run_agent
+from agentledger.agents.errors import AgentUsageError
 from agentledger.agents.policy import luhn_ok
 from agentledger.agents.testing import database_bytes, event_kinds, memory_ledger, router_script
 from agentledger.ledger import Ledger
+from agentledger.ledger.redaction import RedactionPolicy
 
 EMAIL = "jane.doe+trips@example.org"
 PHONE = "+44 7700 900123"
@@ -134,3 +136,65 @@ def test_policy_config_is_recorded_in_the_settings() -> None:
     settings = book.events(result.run_id)[0].payload["config"]["settings"]
     assert settings["policy"]["redact_phones"] is False
     assert "weapons" in settings["policy"]["blocked"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        ("write to jörg@exämple.de", "email"),
+        ("card 6011.1111.1111.1117 please", "card"),
+        ("card 5555  5555  5555  4444 please", "card"),
+        ("pay DE89 3704 0044 0532 0130 00", "iban"),
+        ("my key is sk-proj-abcDEF1234567890abcdefGHIJ", "api_key"),
+        ("send Authorization: Bearer abcdef123456789", "auth_token"),
+        ("password=hunter2!x", "secret"),
+    ],
+)
+def test_the_gate_catches_what_simple_patterns_missed(raw: str, kind: str) -> None:
+    """Non-ASCII addresses, dotted or double-spaced cards, IBANs and secrets are redacted."""
+    decision = PolicyGate().check(raw)
+    assert decision.decision == "redact"
+    assert decision.redactions == ((kind, 1),)
+    assert f"[redacted:{kind}]" in decision.text
+    assert PolicyGate().check(decision.text) == decision
+
+
+def test_the_default_policy_records_the_same_settings_as_before() -> None:
+    """An unset ``redaction`` is left out of the settings, so old runs replay as they were."""
+    settings = AgentConfig().settings()["policy"]
+    assert "redaction" not in settings
+    assert set(settings) == {
+        "redact_emails",
+        "redact_phones",
+        "redact_cards",
+        "blocked",
+        "risk_tags",
+        "refusal",
+    }
+
+
+def test_a_redaction_policy_is_recorded_and_read_back() -> None:
+    """``PolicyConfig.redaction`` round-trips through the recorded settings."""
+    config = AgentConfig(
+        policy=PolicyConfig(
+            redaction=RedactionPolicy(actions={"iban": "keep"}, phone_regions=("GB",))
+        )
+    )
+    settings = config.settings()
+    assert settings["policy"]["redaction"] == {"actions": {"iban": "keep"}, "phone_regions": ["GB"]}
+    assert AgentConfig.from_settings(settings) == config
+    decision = PolicyGate(config.policy).check("pay DE89 3704 0044 0532 0130 00")
+    assert decision.decision == "allow"
+
+
+def test_a_hashing_policy_needs_a_salt_and_then_hashes_stably() -> None:
+    """Without a salt the gate refuses; with one, the placeholder is keyed and idempotent."""
+    config = PolicyConfig(redaction=RedactionPolicy(actions={"email": "hash"}))
+    with pytest.raises(AgentUsageError):
+        PolicyGate(config)
+    gate = PolicyGate(config, salt=b"ledger salt")
+    decision = gate.check(f"mail {EMAIL}")
+    assert decision.text.startswith("mail [email:")
+    assert decision.redactions == (("email", 1),)
+    assert gate.check(decision.text) == decision
+    assert PolicyGate(config, salt=b"other").check(f"mail {EMAIL}").text != decision.text

@@ -1,0 +1,205 @@
+"""Laws of the redaction engine, checked with Hypothesis over texts with embedded secrets.
+
+Each embedded value follows a ``;`` as a word would follow punctuation: a phone number written
+straight after another number (``42 030 901820``) cannot be told apart from one longer number.
+
+Personal data and secrets placed at random among random words, inside random JSON, never
+survive ``redact_json`` under the default policy (the whole serialised output is searched);
+redaction is idempotent; ``keep`` keeps; ``hash`` is stable per salt and differs across salts;
+findings never hold a value; the ledger's own identifiers are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from typing import Any
+
+import phonenumbers
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from agentledger.ledger.redaction import RedactionPolicy, luhn_ok, redact_json, redact_text
+
+KNOWN = [
+    ("email", "jörg@exämple.de"),
+    ("email", "jane.doe+trips@example.org"),
+    ("phone", "+44 20 7946 0958"),
+    ("phone", "+1-202-555-0173"),
+    ("phone", "(415) 555-0132"),
+    ("phone", "+91 98765 43210"),
+    ("phone", "030 901820"),
+    ("card", "6011.1111.1111.1117"),
+    ("card", "5555  5555  5555  4444"),
+    ("card", "4539 1488 0343 6467"),
+    ("iban", "DE89 3704 0044 0532 0130 00"),
+    ("iban", "GB82WEST12345698765432"),
+    ("api_key", "AKIAIOSFODNN7EXAMPLE"),
+    ("private_key", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"),
+]
+IBANS = [
+    "FR14 2004 1010 0505 0001 3M02 606",
+    "NL91 ABNA 0417 1643 00",
+    "ES91 2100 0418 4502 0005 1332",
+    "IT60 X054 2811 1010 0000 0123 456",
+    "CH9300762011623852957",
+    "BE68 5390 0754 7034",
+]
+REGIONS = ["US", "GB", "DE", "FR", "IN", "ES", "IT", "NL", "BR", "JP", "AU", "ZA", "NG", "SG", "AE"]
+NATIONAL_REGIONS = {"US", "GB", "DE", "FR", "IN"}
+ALNUM = string.ascii_letters + string.digits
+SAFE_WORDS = [
+    "2026-06-13",
+    "14:00",
+    "2026-01-01T00:00:00.001000Z",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "v1.2.3",
+    "3.11.4",
+    "#42",
+    "$1,234.50",
+]
+
+
+@st.composite
+def cards(draw: st.DrawFn) -> str:
+    """A Luhn-valid number of 13-19 digits from a card network, with one kind of separator."""
+    length = draw(st.integers(13, 19))
+    body = draw(st.sampled_from("23456")) + draw(
+        st.text(string.digits, min_size=length - 2, max_size=length - 2)
+    )
+    digits = next(body + d for d in string.digits if luhn_ok(body + d))
+    sep = draw(st.sampled_from(["", " ", "  ", "-", "."]))
+    return sep.join(digits[i : i + 4] for i in range(0, len(digits), 4))
+
+
+@st.composite
+def phones(draw: st.DrawFn) -> str:
+    """A region's example number, international, or national in a default region."""
+    region = draw(st.sampled_from(REGIONS))
+    kind = draw(
+        st.sampled_from(
+            [phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE]
+        )
+    )
+    number = phonenumbers.example_number_for_type(region, kind)
+    formats = [phonenumbers.PhoneNumberFormat.INTERNATIONAL, phonenumbers.PhoneNumberFormat.E164]
+    if region in NATIONAL_REGIONS:
+        formats.append(phonenumbers.PhoneNumberFormat.NATIONAL)
+    return str(phonenumbers.format_number(number, draw(st.sampled_from(formats))))
+
+
+@st.composite
+def emails(draw: st.DrawFn) -> str:
+    """An address whose local part and domain may hold non-ASCII letters."""
+    letters = st.sampled_from(list(string.ascii_lowercase + "äöüéñøß"))
+    local = "".join(draw(st.lists(letters, min_size=1, max_size=10)))
+    domain = "".join(draw(st.lists(letters, min_size=1, max_size=10)))
+    tld = draw(st.sampled_from(["de", "com", "org", "co.uk", "io"]))
+    return f"{local}@{domain}.{tld}"
+
+
+@st.composite
+def api_keys(draw: st.DrawFn) -> str:
+    """A key of a common provider's shape, with random characters (at least one digit)."""
+    tail = draw(st.text(ALNUM, min_size=40, max_size=48)) + draw(st.sampled_from(string.digits))
+    prefix = draw(
+        st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-", "ghp_", "sk_live_", "hf_", "AIza"])
+    )
+    return prefix + (tail[:35] if prefix == "AIza" else tail)
+
+
+@st.composite
+def bearer_tokens(draw: st.DrawFn) -> str:
+    """A token of 20-40 token characters, as it follows ``Bearer``."""
+    return draw(st.text(ALNUM + "-._~", min_size=19, max_size=40)) + "9"
+
+
+secrets = st.one_of(
+    st.sampled_from([value for _, value in KNOWN] + IBANS), cards(), emails(), api_keys(), phones()
+)
+filler = st.text(
+    st.sampled_from(list(string.ascii_letters + "äéß,.;!?()' ")), min_size=1, max_size=12
+)
+words = st.one_of(filler, st.sampled_from(SAFE_WORDS))
+
+
+@st.composite
+def texts_with_secrets(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """Random words with one to three secrets at random positions, and those secrets."""
+    placed = draw(st.lists(secrets, min_size=1, max_size=3))
+    tokens = draw(st.lists(words, max_size=12))
+    for value in placed:
+        tokens.insert(draw(st.integers(0, len(tokens))), f"; {value}")
+    if draw(st.booleans()):
+        token = draw(bearer_tokens())
+        tokens.insert(draw(st.integers(0, len(tokens))), f"Bearer {token}")
+        placed.append(token)
+    return " ".join(tokens), placed
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> tuple[Any, list[str]]:
+    """A conversation-shaped JSON value with the texts somewhere inside, and the secrets."""
+    pieces = draw(st.lists(texts_with_secrets(), min_size=1, max_size=3))
+    messages: list[Any] = [{"role": "user", "content": text} for text, _ in pieces]
+    shape = draw(st.sampled_from(["flat", "nested", "list"]))
+    if shape == "nested":
+        messages = [{"tool": {"args": {"notes": [m["content"], 7, None]}}} for m in messages]
+    elif shape == "list":
+        messages = [[m["content"]] for m in messages]
+    return {"messages": messages}, [value for _, found in pieces for value in found]
+
+
+@given(documents())
+def test_no_secret_survives_redact_json_under_the_default_policy(
+    case: tuple[Any, list[str]],
+) -> None:
+    """The serialised output holds none of the embedded values, and names none in findings."""
+    document, placed = case
+    value, findings = redact_json(document)
+    output = json.dumps(value, ensure_ascii=False)
+    for secret in placed:
+        assert secret not in output
+        assert secret not in json.dumps([f.as_json() for f in findings], ensure_ascii=False)
+    assert findings
+
+
+@given(documents())
+def test_redact_json_is_idempotent(case: tuple[Any, list[str]]) -> None:
+    """A second pass changes nothing and reports the same findings."""
+    once = redact_json(case[0])
+    assert redact_json(once[0]) == once
+
+
+@given(st.lists(words, max_size=20))
+def test_identifiers_dates_and_plain_words_are_never_changed(tokens: list[str]) -> None:
+    """Without personal data in it, a text comes back as it went in, with no findings."""
+    text = " ".join(tokens)
+    assume("@" not in text)
+    assert redact_text(text) == (text, [])
+
+
+@given(texts_with_secrets())
+def test_keep_everything_keeps_the_text(case: tuple[str, list[str]]) -> None:
+    """A policy that keeps every kind returns the text unchanged."""
+    kinds = ["email", "phone", "card", "iban", "api_key", "auth_token", "private_key", "secret"]
+    policy = RedactionPolicy(actions=dict.fromkeys(kinds, "keep"))
+    assert redact_text(case[0], policy) == (case[0], [])
+
+
+@given(texts_with_secrets(), st.binary(min_size=1, max_size=16), st.binary(min_size=1, max_size=16))
+def test_hash_is_stable_per_salt_and_differs_across_salts(
+    case: tuple[str, list[str]], salt: bytes, other: bytes
+) -> None:
+    """The same salt gives the same text; another salt gives other placeholders."""
+    policy = RedactionPolicy(actions={"email": "hash", "card": "hash", "api_key": "hash"})
+    text, placed = case
+    first = redact_text(text, policy, salt=salt)
+    assert redact_text(text, policy, salt=salt) == first
+    assert redact_text(first[0], policy, salt=salt) == first
+    for secret in placed:
+        assert secret not in first[0]
+    if salt != other and any(f.action == "hash" for f in first[1]):
+        assert redact_text(text, policy, salt=other)[0] != first[0]
