@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PKG_DIRS := ledger projections tools agents agents/models replay cli
+PKG_DIRS := ledger projections tools agents agents/models agents/integrations replay cli
 STAMP := $(VENV)/.agentledger-installed
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 

@@ -1,0 +1,1 @@
+"""agentledger.agents.integrations: bridges from other agent stacks onto the ledger."""
