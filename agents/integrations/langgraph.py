@@ -89,7 +89,7 @@ from agentledger.ledger.events import (
     StepCompleted,
     StepStarted,
 )
-from agentledger.projections import UnrepresentableDiffError, apply_patch, diff_patch
+from agentledger.projections import UnrepresentableDiffError, diff_patch, fold_patches
 
 __all__ = ["AGENT", "TAG", "LedgerCheckpointSaver", "thread_run_id"]
 
@@ -109,6 +109,11 @@ _MAX_PLAIN_DEPTH = 128
 _ATTEMPTS = 5
 _CACHED_THREADS = 256
 _CACHED_LISTS = 512
+_CACHED_NODES = 8192
+_SCALARS = (str, int, float, bool, type(None))
+_INLINE_VALUE = 64
+"""Channel values whose JSON is at most this long are kept in the checkpoint's record: a blob
+reference alone is 71 characters."""
 
 Key = tuple[str, str]
 """A checkpoint's (namespace, checkpoint id)."""
@@ -175,6 +180,16 @@ def _text_ok(text: str) -> bool:
 
 def _ref_like(key: str) -> bool:
     return key.endswith(("_ref", "_refs"))
+
+
+def _tiny(value: Any) -> bool:
+    """Whether `value` is JSON of at most `_INLINE_VALUE` bytes (big containers: at a glance)."""
+    if isinstance(value, (list, dict, str)) and len(value) > _INLINE_VALUE:
+        return False
+    try:
+        return len(_dumps(value)) <= _INLINE_VALUE
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def _dumps(value: Any) -> str:
@@ -245,16 +260,16 @@ def _item_view(item: Any) -> Any:
 # Stored records ---------------------------------------------------------------------------------
 
 Slot = tuple[str, Any]
-"""Where a channel's value is: ("ref", blob ref), ("value", inline JSON) or ("empty", None)."""
+"""Where a value is: ("ref", blob ref), ("value", inline JSON), ("empty", None), or for a write
+that appends to a list, ("items_of", list node ref): the items that node adds."""
 _EMPTY: Slot = ("empty", None)
-_INLINE_VALUE = 64
-"""Channel values whose JSON is at most this long are kept in the checkpoint's record: a blob
-reference alone is 71 characters."""
 
 
 def _slot(entry: Mapping[str, Any]) -> Slot:
     if "value_ref" in entry:
         return ("ref", entry["value_ref"])
+    if "items_of_ref" in entry:
+        return ("items_of", entry["items_of_ref"])
     if "value" in entry:
         return ("value", entry["value"])
     return _EMPTY
@@ -311,7 +326,8 @@ class _Thread:
     hidden: set[Key] = field(default_factory=set)
     writes: dict[Key, dict[tuple[str, int], _Write]] = field(default_factory=dict)
     versions: dict[tuple[str, str, Any], Slot] = field(default_factory=dict)
-    world: Any = field(default_factory=dict)
+    world_base: Any = field(default_factory=dict)
+    world_patches: list[Any] = field(default_factory=list)
     world_slots: dict[str, Slot] = field(default_factory=dict)
     lists: dict[tuple[str, str], _ListState] = field(default_factory=dict)
     open_step: Key | None = None
@@ -330,6 +346,14 @@ class _Thread:
             if (ns, cid) not in self.hidden:
                 return self.checkpoints[ns, cid]
         return None
+
+    @property
+    def world(self) -> Any:
+        """The run's world state: its DeltaApplied patches folded (when first needed)."""
+        if self.world_patches:
+            self.world_base = fold_patches(self.world_patches, self.world_base)
+            self.world_patches = []
+        return self.world_base
 
     def parent_of(self, cp: _Checkpoint) -> _Checkpoint | None:
         """The checkpoint's parent, if this run holds it."""
@@ -353,7 +377,7 @@ class _Thread:
             if isinstance(output, dict) and output.get("langgraph") == "writes":
                 self._add_writes(str(output.get("task_id", payload.get("step_id"))), output)
         elif kind == "DeltaApplied" and payload.get("source") == SOURCE:
-            self.world = apply_patch(self.world, payload.get("patch", {}))
+            self.world_patches.append(payload.get("patch", {}))
         elif kind == "RunAnnotated" and HIDDEN_LABEL in payload.get("labels", ()):
             key = self.by_position.get(payload.get("about_position", -1))
             if key is not None:
@@ -474,7 +498,8 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         self._lock = threading.RLock()
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._nodes: OrderedDict[str, Any] = OrderedDict()
-        self._lists: OrderedDict[str, builtins.list[tuple[str, int, Any]]] = OrderedDict()
+        self._chains: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._shapes: dict[str, str] = {}
 
     # Reading --------------------------------------------------------------------------------
 
@@ -522,6 +547,15 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 if (not only or key[1] == only) and (not before_id or key[1] < before_id)
             ]
             keys.sort(key=lambda item: item[1][1], reverse=True)
+            if limit is None or limit > 1:
+                self._prefetch(
+                    [
+                        slot[1]
+                        for thread, key in keys[:limit]
+                        for _, slot in thread.checkpoints[key].resolved.values()
+                        if slot[0] == "ref"
+                    ]
+                )
         remaining = limit
         for thread, key in keys:
             if remaining is not None and remaining <= 0:
@@ -572,6 +606,8 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         form, value = slot
         if form == "ref":
             return self._decode(value)
+        if form == "items_of":
+            return _extend_values(self, [], self._node(value))
         return _fresh(value)
 
     # Writing ---------------------------------------------------------------------------------
@@ -721,7 +757,12 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             item: dict[str, Any] = {"channel": channel}
             if idx != len(items):
                 item["idx"] = idx
-            if _plain(value) and len(_dumps(value)) <= INLINE_LIMIT:
+            base = self._list_base(thread, ns, checkpoint_id, channel)
+            if base is not None and type(value) is list and value:
+                # stored as the node the next checkpoint stores if the channel appends it
+                node, _ = self._list_node(recorder, value, base.ref, len(base.items) + len(value))
+                item["items_of_ref"] = node
+            elif _plain(value) and len(_dumps(value)) <= INLINE_LIMIT:
                 item["value"] = value
             else:
                 item["value_ref"] = self._put_value(recorder, value)
@@ -1131,7 +1172,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         new_lists: dict[str, _ListState],
     ) -> dict[str, Any]:
         """A channel entry for a value: inline when tiny, else a blob (a list: a list node)."""
-        if _plain(value) and len(_dumps(value)) <= _INLINE_VALUE:
+        if _tiny(value) and _plain(value):
             return {"value": value}
         if type(value) is not list:
             return {"value_ref": self._put_value(recorder, value)}
@@ -1169,8 +1210,15 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 if len(value) == known:
                     return previous
                 start, prefix = known, previous.ref
-        tail = value[start:]
-        node: dict[str, Any] = {"count": len(value)}
+        ref, copies = self._list_node(recorder, value[start:], prefix, len(value))
+        items = (previous.items if prefix is not None and previous is not None else []) + copies
+        return _ListState(ref, items)
+
+    def _list_node(
+        self, recorder: RunRecorder, tail: builtins.list[Any], prefix: str | None, count: int
+    ) -> tuple[str, builtins.list[Any]]:
+        """Store a list node (`tail` after the list `prefix`); its ref and copies of `tail`."""
+        node: dict[str, Any] = {"count": count}
         if all(_plain(item) for item in tail):
             node["items"] = tail
             copies = json.loads(_dumps(tail))
@@ -1182,27 +1230,35 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             copies = [self.serde.loads_typed(pair) for pair in encoded]
         if prefix is not None:
             node["prefix_ref"] = prefix
-        ref = recorder.put_blob(node)
-        items = (previous.items if prefix is not None and previous is not None else []) + copies
-        return _ListState(ref, items)
+        return recorder.put_blob(node), copies
+
+    def _list_base(
+        self, thread: _Thread, ns: str, checkpoint_id: str, channel: str
+    ) -> _ListState | None:
+        """The list a task's write to `channel` would extend: the one its checkpoint holds."""
+        listed = thread.lists.get((ns, channel))
+        cp = thread.checkpoints.get((ns, checkpoint_id))
+        if listed is None or cp is None or channel not in cp.resolved:
+            return None
+        return listed if cp.resolved[channel][1] == ("ref", listed.ref) else None
 
     def _prefetch(self, refs: Sequence[str]) -> None:
         """Read the blobs of these refs (and the list nodes they extend) in few queries."""
-        missing = [r for r in dict.fromkeys(refs) if r not in self._nodes and r not in self._lists]
+        missing = [r for r in dict.fromkeys(refs) if r not in self._nodes]
         while missing:
-            found = self.ledger.blobs(missing)
-            nexts: builtins.list[str] = []
-            for ref, node in found.items():
-                self._keep_node(ref, node)
-                prefix = node.get("prefix_ref") if isinstance(node, dict) else None
-                if isinstance(prefix, str) and prefix not in self._nodes:
-                    nexts.append(prefix)
-            missing = [r for r in dict.fromkeys(nexts) if r not in self._lists]
+            nexts: list[str] = []
+            for start in range(0, len(missing), 500):
+                for ref, node in self.ledger.blobs(missing[start : start + 500]).items():
+                    self._keep_node(ref, node)
+                    prefix = node.get("prefix_ref") if isinstance(node, dict) else None
+                    if isinstance(prefix, str) and prefix not in self._nodes:
+                        nexts.append(prefix)
+            missing = list(dict.fromkeys(nexts))
 
     def _keep_node(self, ref: str, node: Any) -> None:
         self._nodes[ref] = node
         self._nodes.move_to_end(ref)
-        while len(self._nodes) > 8 * _CACHED_LISTS:
+        while len(self._nodes) > _CACHED_NODES:
             self._nodes.popitem(last=False)
 
     def _node(self, ref: str) -> Any:
@@ -1222,42 +1278,60 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         return self._decode_list(ref)
 
     def _decode_list(self, ref: str) -> builtins.list[Any]:
-        out: builtins.list[Any] = []
-        for form, count, payload in self._segments(ref):
-            if form == "json":
-                out.extend(json.loads(f"[{payload}]"))
-            elif form == "msgpack":
-                header = _msgpack_array_header(count)
-                out.extend(self.serde.loads_typed(("msgpack", header + payload)))
+        """A fresh list from a chain of list nodes: JSON items copied, typed ones decoded."""
+        out: list[Any] = []
+        typed: list[tuple[str, bytes]] = []
+        for node_ref in self._chain(ref):
+            node = self._node(node_ref)
+            if "items" in node:
+                if typed:
+                    out.extend(self._typed(typed))
+                    typed = []
+                items = node["items"]
+                shape = self._shapes.get(node_ref)
+                if shape is None:
+                    shape = self._shapes[node_ref] = _shape(items)
+                if shape == "dicts":
+                    out.extend(map(dict, items))
+                elif shape == "scalars":
+                    out.extend(items)
+                else:
+                    out.extend(_copies(items))
             else:
-                out.extend(self.serde.loads_typed(pair) for pair in payload)
+                typed.extend((kind, base64.b64decode(data)) for kind, data in node["typed_items"])
+        if typed:
+            out.extend(self._typed(typed))
         return out
 
-    def _segments(self, ref: str) -> builtins.list[tuple[str, int, Any]]:
-        """A list value as runs of items of one encoding (JSON text, msgpack bytes, pairs)."""
-        cached = self._lists.get(ref)
+    def _typed(self, pairs: builtins.list[tuple[str, bytes]]) -> builtins.list[Any]:
+        """Serialized items, decoded in one call when all are msgpack (one msgpack array)."""
+        if pairs and all(kind == "msgpack" for kind, _ in pairs):
+            array = _msgpack_array_header(len(pairs)) + b"".join(data for _, data in pairs)
+            return cast("builtins.list[Any]", self.serde.loads_typed(("msgpack", array)))
+        return [self.serde.loads_typed(pair) for pair in pairs]
+
+    def _chain(self, ref: str) -> tuple[str, ...]:
+        """The refs of a list's nodes, first to last."""
+        cached = self._chains.get(ref)
         if cached is not None:
-            self._lists.move_to_end(ref)
+            self._chains.move_to_end(ref)
             return cached
-        chain: builtins.list[tuple[str, Any]] = []
+        walked: list[str] = []
+        base: tuple[str, ...] = ()
         current: str | None = ref
-        segments: builtins.list[tuple[str, int, Any]] = []
         while current is not None:
-            hit = self._lists.get(current)
+            hit = self._chains.get(current)
             if hit is not None:
-                segments = hit
+                base = hit
                 break
-            node = self._node(current)
-            chain.append((current, node))
-            prefix = node.get("prefix_ref")
+            walked.append(current)
+            prefix = self._node(current).get("prefix_ref")
             current = prefix if isinstance(prefix, str) else None
-        for node_ref, node in reversed(chain):
-            segments = _extend(segments, node)
-            self._lists[node_ref] = segments
-            self._lists.move_to_end(node_ref)
-        while len(self._lists) > _CACHED_LISTS:
-            self._lists.popitem(last=False)
-        return segments
+        chain = base + tuple(reversed(walked))
+        self._chains[ref] = chain
+        while len(self._chains) > _CACHED_LISTS:
+            self._chains.popitem(last=False)
+        return chain
 
     # World state ----------------------------------------------------------------------------
 
@@ -1335,31 +1409,34 @@ def _fresh(value: Any) -> Any:
     return json.loads(_dumps(value))
 
 
-def _extend(segments: list[tuple[str, int, Any]], node: Any) -> list[tuple[str, int, Any]]:
-    """`segments` with a list node's items added (merged into the last run of their kind)."""
-    out = list(segments)
+def _shape(items: list[Any]) -> str:
+    """How a list node's items can be copied: ``dicts`` (flat objects), ``scalars``, ``deep``."""
+    if all(type(item) in _SCALARS for item in items):
+        return "scalars"
+    flat = all(
+        type(item) is dict and all(type(v) in _SCALARS for v in item.values()) for item in items
+    )
+    return "dicts" if flat else "deep"
+
+
+def _copies(items: list[Any]) -> list[Any]:
+    """Fresh copies of JSON items (a flat object is copied shallowly, anything else deeply)."""
+    out: list[Any] = []
+    for item in items:
+        if type(item) is dict and all(type(v) in _SCALARS for v in item.values()):
+            out.append(dict(item))
+        else:
+            out.append(_fresh(item))
+    return out
+
+
+def _extend_values(saver: LedgerCheckpointSaver, out: list[Any], node: Any) -> list[Any]:
+    """`out` with fresh copies of the items a list node adds."""
     if "items" in node:
-        items = node["items"]
-        if not items:
-            return out
-        form, count, payload = "json", len(items), cast("Any", _dumps(items)[1:-1])
+        out.extend(_fresh(node["items"]))
     else:
-        pairs = [(kind, base64.b64decode(data)) for kind, data in node["typed_items"]]
-        if not pairs:
-            return out
-        if all(kind == "msgpack" for kind, _ in pairs):
-            form, count, payload = "msgpack", len(pairs), b"".join(d for _, d in pairs)
-        else:
-            form, count, payload = "pairs", len(pairs), pairs
-    if out and out[-1][0] == form:
-        last_form, last_count, last_payload = out[-1]
-        if form == "json":
-            merged: Any = f"{last_payload},{payload}"
-        elif form == "msgpack":
-            merged = last_payload + payload
-        else:
-            merged = [*last_payload, *payload]
-        out[-1] = (last_form, last_count + count, merged)
-    else:
-        out.append((form, count, payload))
+        out.extend(
+            saver.serde.loads_typed((kind, base64.b64decode(data)))
+            for kind, data in node["typed_items"]
+        )
     return out
