@@ -1,4 +1,4 @@
-"""A LangGraph graph checkpointed on the ledger vs LangGraph's own SqliteSaver (issue 17).
+"""A LangGraph graph checkpointed on the ledger vs LangGraph's own SqliteSaver.
 
 The 200-step workload of bench/_workload.py (each step a model call whose context grows by
 ~500 bytes: a 400-byte user or tool message and a 100-byte answer) run as one LangGraph thread:

@@ -378,6 +378,34 @@ def test_two_savers_on_one_ledger_take_turns(sqlite_url: str) -> None:
         assert one_ledger.verify().ok
 
 
+def test_racing_writers_on_one_thread_both_land(sqlite_url: str) -> None:
+    """Three savers (as three processes) updating one thread at once: lost races are retried."""
+    with Ledger.open(sqlite_url) as ledger:
+        chat_graph(LedgerCheckpointSaver(ledger)).invoke(FIRST, _config("race"), durability="sync")
+    errors: list[BaseException] = []
+
+    def writer(offset: int) -> None:
+        try:
+            with Ledger.open(sqlite_url) as own:
+                graph = chat_graph(LedgerCheckpointSaver(own))
+                for i in range(15):
+                    graph.update_state(_config("race"), {"n": offset + i})
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    workers = [threading.Thread(target=writer, args=(k * 100,)) for k in (1, 2, 3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    with Ledger.open(sqlite_url) as ledger:
+        saver = LedgerCheckpointSaver(ledger)
+        updates = list(saver.list(_config("race"), filter={"source": "update"}))
+        assert len(updates) == 45
+        assert ledger.verify().ok
+
+
 def test_async_methods_work_off_the_event_loop(saver: LedgerCheckpointSaver) -> None:
     """``ainvoke`` works, and the saver's ledger I/O runs in worker threads, not on the loop."""
     loop_threads: set[int] = set()

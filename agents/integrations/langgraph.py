@@ -46,6 +46,7 @@ import dataclasses
 import json
 import math
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -106,7 +107,8 @@ DELETED_OUTCOME = "thread-deleted"
 _THREADS = uuid.UUID("5b1d3c43-7f0e-5b7a-9c55-6c616e676772")
 _MAX_SAFE = 2**53 - 1
 _MAX_PLAIN_DEPTH = 128
-_ATTEMPTS = 5
+_ATTEMPTS = 40
+"""How often a write that lost a race to another writer of the same run is made again."""
 _CACHED_THREADS = 256
 _CACHED_LISTS = 512
 _CACHED_NODES = 8192
@@ -939,7 +941,11 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             )
 
     def _retrying(self, thread_id: str, write: Any) -> None:
-        """Run `write(thread)` on the thread's live run, again after a lost race."""
+        """Run `write(thread)` on the thread's live run, again after a lost race.
+
+        Each retry reads what the winner appended first, then waits a little longer (1 ms,
+        doubling up to 50 ms) so that racing writers spread out.
+        """
         for attempt in range(_ATTEMPTS):
             thread = self._open(thread_id)
             try:
@@ -949,6 +955,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 self._reset(thread)
                 if attempt == _ATTEMPTS - 1:
                     raise
+                time.sleep(min(0.05, 0.001 * 2**attempt))
 
     # Async ------------------------------------------------------------------------------------
 
