@@ -90,7 +90,7 @@ from agentledger.ledger.events import (
     StepCompleted,
     StepStarted,
 )
-from agentledger.projections import UnrepresentableDiffError, diff_patch, fold_patches
+from agentledger.projections import UnrepresentableDiffError, diff_patch
 
 __all__ = ["AGENT", "TAG", "LedgerCheckpointSaver", "thread_run_id"]
 
@@ -350,12 +350,18 @@ class _Thread:
         return None
 
     @property
-    def world(self) -> Any:
-        """The run's world state: its DeltaApplied patches folded (when first needed)."""
-        if self.world_patches:
-            self.world_base = fold_patches(self.world_patches, self.world_base)
-            self.world_patches = []
-        return self.world_base
+    def world(self) -> dict[str, Any]:
+        """The run's world state: its DeltaApplied patches folded (when first needed).
+
+        Merged in place (RFC 7386, as `fold_patches` does): the saver's copy is never handed out.
+        """
+        for patch in self.world_patches:
+            if isinstance(patch, dict):
+                _merge_into(self.world_base, patch)
+            else:  # a patch that is not an object replaces the document (never written here)
+                self.world_base = {}
+        self.world_patches = []
+        return cast("dict[str, Any]", self.world_base)
 
     def parent_of(self, cp: _Checkpoint) -> _Checkpoint | None:
         """The checkpoint's parent, if this run holds it."""
@@ -943,11 +949,17 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
     def _retrying(self, thread_id: str, write: Any) -> None:
         """Run `write(thread)` on the thread's live run, again after a lost race.
 
-        Each retry reads what the winner appended first, then waits a little longer (1 ms,
-        doubling up to 50 ms) so that racing writers spread out.
+        The first attempt appends to the run as this saver last saw it, without reading it again:
+        had another writer appended since, the ledger refuses the position. Each retry reads what
+        the winner appended first, then waits a little longer (1 ms, doubling up to 50 ms) so
+        that racing writers spread out.
         """
         for attempt in range(_ATTEMPTS):
-            thread = self._open(thread_id)
+            cached = self._threads.get(thread_id) if attempt == 0 else None
+            if cached is not None and cached.recorder is not None and not cached.closed:
+                thread = cached  # optimistic: had anyone appended since, the append conflicts
+            else:
+                thread = self._open(thread_id)
             try:
                 write(thread)
                 return
@@ -1351,7 +1363,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
     ) -> dict[str, Any]:
         """The merge patch taking the thread's world state to this root checkpoint's view."""
         values = checkpoint["channel_values"]
-        world = thread.world if isinstance(thread.world, dict) else {}
+        world = thread.world
         patch: dict[str, Any] = {}
         shown: set[str] = set()
         for channel, version in checkpoint.get("channel_versions", {}).items():
@@ -1424,6 +1436,20 @@ def _shape(items: list[Any]) -> str:
         type(item) is dict and all(type(v) in _SCALARS for v in item.values()) for item in items
     )
     return "dicts" if flat else "deep"
+
+
+def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply an RFC 7386 merge patch to `target` in place (values from `patch` are copied)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict):
+            inner = target.get(key)
+            if not isinstance(inner, dict):
+                inner = target[key] = {}
+            _merge_into(inner, value)
+        else:
+            target[key] = _fresh(value)
 
 
 def _copies(items: list[Any]) -> list[Any]:
