@@ -185,9 +185,28 @@ def _ref_like(key: str) -> bool:
 
 
 def _tiny(value: Any) -> bool:
-    """Whether `value` is JSON of at most `_INLINE_VALUE` bytes (big containers: at a glance)."""
-    if isinstance(value, (list, dict, str)) and len(value) > _INLINE_VALUE:
-        return False
+    """Whether `value` is JSON of at most `_INLINE_VALUE` bytes (stops counting past it)."""
+    budget = _INLINE_VALUE
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            budget -= len(item) + 2
+        elif kind is dict:
+            budget -= 2 + 2 * len(item)
+            for key, inner in item.items():
+                budget -= len(key) + 2 if type(key) is str else _INLINE_VALUE
+                stack.append(inner)
+        elif kind is list:
+            budget -= 1 + len(item)
+            stack.extend(item)
+        elif item is None or kind is bool or kind is int or kind is float:
+            budget -= 4
+        else:
+            return False
+        if budget < 0:
+            return False
     try:
         return len(_dumps(value)) <= _INLINE_VALUE
     except (TypeError, ValueError, RecursionError):
