@@ -16,8 +16,10 @@ b. write cost per step: time spent inside the savers' ``put`` and ``put_writes``
 c. ``get_state_history`` of the thread (every checkpoint with its state), read by a new saver
    object (nothing cached), target <= 1x (information: read again by the same saver).
 
-Two information rows repeat (a) and (b) with LangChain message objects (``add_messages``)
-instead of JSON dicts: values LangGraph's serializer encodes, stored base64 in blobs.
+Information rows repeat (a) to (c) on a thread three times as long (SqliteSaver stores the whole
+state at every step, so its costs per step grow with the thread while the ledger's stay flat),
+and with LangChain message objects (``add_messages``) instead of JSON dicts: values LangGraph's
+serializer encodes, stored base64 in blobs.
 Timings are the best of 3 runs, ledger and baseline interleaved.
 
 Run: ``python -m bench --only langgraph [--quick]``.
@@ -290,6 +292,35 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "higher_is_better": False,
         },
     ]
+    if not quick:  # SqliteSaver's cost per step grows with the thread; the ledger's does not
+        longer = 3 * steps
+        ours_3, theirs_3 = compare(longer, langchain=False, repeats=1)
+        rows += [
+            {
+                "name": f"(b, info) write per step, {longer}-step thread (JSON dicts)",
+                "value": _ms(ours_3.write_s, longer),
+                "baseline": _ms(theirs_3.write_s, longer),
+                "ratio": round(ours_3.write_s / theirs_3.write_s, 3),
+                "unit": "ms",
+                "higher_is_better": False,
+            },
+            {
+                "name": f"(c, info) get_state_history, new saver, {longer}-step thread",
+                "value": _ms(ours_3.history_cold_s),
+                "baseline": _ms(theirs_3.history_cold_s),
+                "ratio": round(ours_3.history_cold_s / theirs_3.history_cold_s, 3),
+                "unit": "ms",
+                "higher_is_better": False,
+            },
+            {
+                "name": f"(a, info) bytes on disk, {longer}-step thread",
+                "value": ours_3.bytes_on_disk,
+                "baseline": theirs_3.bytes_on_disk,
+                "ratio": round(ours_3.bytes_on_disk / theirs_3.bytes_on_disk, 4),
+                "unit": "B",
+                "higher_is_better": False,
+            },
+        ]
     ours_lc, theirs_lc = compare(steps, langchain=True, repeats=repeats)
     rows += [
         {
