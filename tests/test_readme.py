@@ -28,7 +28,10 @@ def run_blocks(page: Path) -> None:
     """Run a page's Python blocks in order, sharing one namespace."""
     namespace: dict[str, object] = {"__name__": page.stem.replace("-", "_")}
     for number, block in enumerate(python_blocks(page), start=1):
-        code = compile(block, f"{page.relative_to(ROOT)} python block {number}", "exec")
+        # dont_inherit: a block runs as a pasted script would, without this module's
+        # `from __future__ import annotations` (which would turn its annotations into strings)
+        where = f"{page.relative_to(ROOT)} python block {number}"
+        code = compile(block, where, "exec", dont_inherit=True)
         exec(code, namespace)  # noqa: S102 - running our own documentation is the point
 
 

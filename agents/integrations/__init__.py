@@ -1,1 +1,4 @@
-"""Bridges to the stacks people already use (each module needs its optional extra)."""
+"""agentledger.agents.integrations: bridges from other agent stacks onto the ledger.
+
+Each module needs its optional extra (``pip install 'agentledger[langgraph]'``, ``[otel]``).
+"""
