@@ -11,6 +11,14 @@ from agentledger.ledger._audit_file import ExportVerification, verify_export
 from agentledger.ledger._canonical import as_recorded, canonical_json
 from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
 from agentledger.ledger._codec import DICTIONARY_V1, unpack_blob, unpack_state
+from agentledger.ledger._entry import (
+    EntryError,
+    PromptSpec,
+    RecordedFunction,
+    entry_point,
+    load_entry,
+    recorded_function,
+)
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._instrument import (
     ENTRY_POINT_GROUP,
@@ -36,10 +44,18 @@ from agentledger.ledger._ports import (
     format_timestamp,
     parse_timestamp,
 )
-from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
+from agentledger.ledger._recording import (
+    INLINE_LIMIT,
+    AsyncRunStart,
+    ModelCallRecord,
+    RunRecorder,
+    call_fingerprint,
+    request_refs,
+)
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._run import Run
 from agentledger.ledger._tlog import CheckpointCheck, LogHead, LogProblem, TransparencyLog
+from agentledger.ledger._tooling import RecordedToolError, ToolSpec, raise_recorded
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     CheckpointError,
@@ -66,6 +82,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "GENESIS",
     "INLINE_LIMIT",
+    "AsyncRunStart",
     "CallRecord",
     "Checkpoint",
     "CheckpointCheck",
@@ -75,6 +92,7 @@ __all__ = [
     "ConcurrencyError",
     "CorruptBlobError",
     "CorruptEventError",
+    "EntryError",
     "EventLogger",
     "ExportRefusedError",
     "ExportVerification",
@@ -92,8 +110,11 @@ __all__ = [
     "ModelCallPort",
     "ModelCallRecord",
     "Problem",
+    "PromptSpec",
     "RandomIds",
     "RecordedEvent",
+    "RecordedFunction",
+    "RecordedToolError",
     "Run",
     "RunClosedError",
     "RunInfo",
@@ -104,6 +125,7 @@ __all__ = [
     "StepClock",
     "StorageError",
     "SystemClock",
+    "ToolSpec",
     "TransparencyLog",
     "TransparencyLogError",
     "UninstrumentableClientError",
@@ -115,13 +137,19 @@ __all__ = [
     "as_recorded",
     "blob_ref",
     "blob_refs_in",
+    "call_fingerprint",
     "canonical_json",
+    "entry_point",
     "envelope_hash",
     "format_timestamp",
     "instrumentation_for",
     "instrumentations",
+    "load_entry",
     "parse_timestamp",
+    "raise_recorded",
+    "recorded_function",
     "register_instrumentation",
+    "request_refs",
     "unpack_blob",
     "unpack_state",
     "verify_export",

@@ -46,9 +46,15 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
+ENTRY_RUNS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentledger_entry_runs (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
+)
+"""Runs this ledger started from a user function (`Ledger.record_function`). An imported run
+is never listed: replay runs the code a RunStarted names only for runs listed here, and needs
+``--entry`` for any other (it never runs code named only by a record it did not make)."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -104,6 +110,10 @@ class LedgerRecorder(Protocol):
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events (read from the events, not the index)."""
+        ...
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
         ...
 
 
@@ -222,6 +232,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
+            ENTRY_RUNS_DDL,
         ]
         statements += LOG_TABLES_SQLITE
         for table in (self.events_table_name, "agentledger_blobs"):
@@ -285,23 +296,30 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 for s in stored_events
             ],
         )
-        for update in runs:
-            if update.started is not None:
-                c.execute(
-                    f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _run_insert_params(update),
-                )
+        # One statement per kind of row, whatever the number of runs (a group commit holds
+        # many): each call releases and retakes the GIL, which costs most under contention.
+        started = [u for u in runs if u.started is not None]
+        if started:
+            c.executemany(
+                f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_run_insert_params(u) for u in started],
+            )
+            tags = [(tag, u.run_id) for u in started for tag in u.tags]
+            if tags:
                 c.executemany(
-                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
-                    [(tag, update.run_id) for tag in update.tags],
+                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)", tags
                 )
-            else:
-                c.execute(
-                    "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                    "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
-                    _run_update_params(update),
-                )
+            entries = [(u.run_id,) for u in started if u.entry]
+            if entries:
+                c.executemany("INSERT INTO agentledger_entry_runs (run_id) VALUES (?)", entries)
+        updates = [_run_update_params(u) for u in runs if u.started is None]
+        if updates:
+            c.executemany(
+                "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
+                "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
+                updates,
+            )
         return None
 
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
@@ -343,6 +361,19 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 tags.setdefault(t["run_id"], []).append(t["tag"])
         return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
 
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself.
+
+        A database from before the table existed (opened read-only, so it was not added) has
+        no such run.
+        """
+        with self.datastore.transaction(commit=False) as c:
+            try:
+                c.execute("SELECT 1 FROM agentledger_entry_runs WHERE run_id = ?", [run_id])
+            except (OperationalError, sqlite3.OperationalError):
+                return False
+            return c.fetchone() is not None
+
     def all_run_ids(self) -> list[str]:
         """Every run id that has events, as the ledger spells them (32 lowercase hex digits).
 
@@ -366,6 +397,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self._blobs = SQL("{}.agentledger_blobs").format(schema)
         self._runs = SQL("{}.agentledger_runs").format(schema)
         self._tags = SQL("{}.agentledger_run_tags").format(schema)
+        self._entries = SQL("{}.agentledger_entry_runs").format(schema)
         self._schema = SQL("{}.agentledger_schema").format(schema)
         events = SQL("{}.{}").format(schema, Identifier(events_table_name))
         self.sql_create_statements += [
@@ -383,6 +415,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
                 "PRIMARY KEY (tag, run_id))"
             ).format(self._tags),
+            SQL("CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY)").format(self._entries),
             SQL(
                 "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
@@ -485,6 +518,11 @@ class PostgresRecorder(PostgresApplicationRecorder):
                         ).format(self._tags),
                         (tag, update.run_id),
                     )
+                if update.entry:
+                    curs.execute(
+                        SQL("INSERT INTO {} (run_id) VALUES (%s)").format(self._entries),
+                        (update.run_id,),
+                    )
             else:
                 curs.execute(
                     SQL(
@@ -537,6 +575,14 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 tags.setdefault(t["run_id"], []).append(t["tag"])
         return [_row_to_info(row, tags.get(row["run_id"], [])) for row in rows]
 
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT 1 AS found FROM {} WHERE run_id = %s").format(self._entries), (run_id,)
+            )
+            return curs.fetchone() is not None
+
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
@@ -556,6 +602,7 @@ class MemoryRecorder(POPOApplicationRecorder):
         self._blobs: dict[str, BlobRow] = {}
         self._runs: dict[str, dict[str, Any]] = {}
         self._tags: dict[str, set[str]] = {}
+        self._entries: set[str] = set()
 
     def _update_table(
         self,
@@ -575,6 +622,8 @@ class MemoryRecorder(POPOApplicationRecorder):
                     zip(names, _run_insert_params(update), strict=True)
                 )
                 self._tags[update.run_id] = set(update.tags)
+                if update.entry:
+                    self._entries.add(update.run_id)
             else:
                 row = self._runs[update.run_id]
                 values = _run_update_params(update)
@@ -615,6 +664,11 @@ class MemoryRecorder(POPOApplicationRecorder):
             if where.limit is not None:
                 rows = rows[: where.limit]
             return [_row_to_info(row, self._tags[row["run_id"]]) for row in rows]
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
+        with self._database_lock:
+            return run_id in self._entries
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""

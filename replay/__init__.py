@@ -5,7 +5,10 @@ result served from its record and checks that it records the same events (timing
 raising ``ReplayDivergenceError`` at the first that differs. ``rerun`` starts a linked run with
 overrides (prompt versions, model, parameters), serving identical requests from the record.
 ``resume_run`` continues a run whose process died; ``fork_run`` starts a new run from position
-N of a recorded one. ``diff_runs`` aligns two runs causally and reports what changed.
+N of a recorded one. ``diff_runs`` aligns two runs causally and reports what changed. All of
+them also work on runs recorded from a user's function (``Ledger.record_function``): the
+function is imported again and run with its instrumented clients and recorded tools answering
+from the record.
 """
 
 from agentledger.replay._cohort import CohortDiff, RunSelection, cohort_diff, render_cohort
@@ -16,6 +19,7 @@ from agentledger.replay._diff_model import RunDiff
 from agentledger.replay._diff_render import render_diff
 from agentledger.replay._replay import ReplayResult, replay_all, replay_run
 from agentledger.replay._rerun import Overrides, RerunResult, rerun, rerun_many
+from agentledger.replay._serving import STALL_TIMEOUT_S
 from agentledger.replay.errors import (
     EffectRefusedError,
     NoLiveModelError,
@@ -26,6 +30,7 @@ from agentledger.replay.errors import (
 )
 
 __all__ = [
+    "STALL_TIMEOUT_S",
     "Change",
     "CohortDiff",
     "ContinueResult",

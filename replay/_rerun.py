@@ -21,6 +21,7 @@ from agentledger.agents import AgentConfig, build_agent, normalize_config
 from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.ledger import Ledger, RunRecorder
+from agentledger.replay._functions import is_function_run, rerun_function_run
 from agentledger.replay._ports import CachedModel, RecordedTools
 from agentledger.replay._replay import Recorded
 from agentledger.replay.errors import (
@@ -172,14 +173,28 @@ def rerun(
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
     tags: Sequence[str] | None = None,
+    entry: str | None = None,
 ) -> RerunResult:
     """Re-execute ``run_id`` as a new linked run with ``overrides``; see the module doc.
 
     ``models`` are the live models by role (``"default"`` for all); without them a changed
     request goes to the overridden or recorded vendor model, and stops the rerun (recorded as
-    RunFailed, ``NoLiveModelError``) when the original used a scripted model.
+    RunFailed, ``NoLiveModelError``) when the original used a scripted model. A run recorded
+    from a user's function reruns that function (``entry`` as for ``replay_run``): requests
+    the record answers are served, the others go to the function's own clients.
     """
     overrides = overrides or Overrides()
+    if entry is not None or is_function_run(ledger, run_id):
+        result: RerunResult = rerun_function_run(
+            ledger,
+            run_id,
+            overrides,
+            library=prompts,
+            allow_effects=allow_effects,
+            tags=tags,
+            entry=entry,
+        )
+        return result
     recorded = Recorded(ledger, run_id, prompts)
     config = overrides.apply(recorded)
     orchestration = build_agent(recorded.started.agent, config)
@@ -254,6 +269,7 @@ def rerun_many(
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
     progress: Callable[[int, int, RerunResult], None] | None = None,
+    entry: str | None = None,
 ) -> list[RerunResult]:
     """Rerun each run of a selection with the same overrides, reporting progress."""
     ids = list(run_ids)
@@ -267,6 +283,7 @@ def rerun_many(
             tools=tools,
             prompts=prompts,
             allow_effects=allow_effects,
+            entry=entry,
         )
         results.append(result)
         if progress is not None:
