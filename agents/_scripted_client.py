@@ -364,7 +364,7 @@ class _InstrumentedCompletions:
                 self._port.record_call(call.failed(error))
                 raise
             if not stream:
-                data = answer.model_dump()
+                data = answer._data
                 self._port.record_call(call.finished(data, stream=False))
                 return ScriptedCompletion(data)
             return self._relay(call, answer)
@@ -416,7 +416,7 @@ class _AsyncInstrumentedCompletions:
                 await self._port.arecord_call(call.failed(error))
                 raise
             if not stream:
-                data = answer.model_dump()
+                data = answer._data
                 await self._port.arecord_call(call.finished(data, stream=False))
                 return ScriptedCompletion(data)
             return self._relay(call, answer)

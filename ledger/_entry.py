@@ -17,6 +17,7 @@ import importlib
 import inspect
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -106,9 +107,28 @@ def recorded_function(
     return decorate
 
 
+_KNOWN: weakref.WeakKeyDictionary[Any, EntryPoint] = weakref.WeakKeyDictionary()
+"""Entry points already worked out, by function (reading a function's source is slow)."""
+
+
 def entry_point(fn: Callable[..., Any]) -> EntryPoint:
     """Where ``fn`` lives, as RunStarted records it; `EntryError` if replay could not import it."""
     target = _importable_shape(fn)
+    try:
+        known = _KNOWN.get(target)
+    except TypeError:  # not weakly referenceable (a bound classmethod): not cached
+        known = None
+    if known is not None and _names(
+        sys.modules[target.__module__], target.__qualname__, fn, target
+    ):
+        return known
+    found = _entry_point(fn, target)
+    with suppress(TypeError):
+        _KNOWN[target] = found
+    return found
+
+
+def _entry_point(fn: Callable[..., Any], target: Any) -> EntryPoint:
     qualname = target.__qualname__
     module = sys.modules.get(target.__module__)
     if module is None or not _names(module, qualname, fn, target):
