@@ -312,7 +312,8 @@ def _dotted(name: str) -> bool:
 def _cwd_importable() -> Iterator[None]:
     """The working directory on ``sys.path`` for the block (a console script lacks it)."""
     cwd = str(Path.cwd())
-    present = any(str(Path(p or os.curdir).resolve()) == cwd for p in sys.path)
+    # string work only (no filesystem access): this runs on every replay
+    present = any(os.path.abspath(p or os.curdir) == cwd for p in sys.path)  # noqa: PTH100
     if present:
         yield
         return

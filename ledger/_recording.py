@@ -39,7 +39,7 @@ from concurrent import futures
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
@@ -122,7 +122,13 @@ class ModelCallRecord:
     call_id: str
     messages_ref: str
     response_ref: str | None
-    fingerprint: str
+    request: Mapping[str, Any] = field(repr=False, compare=False)
+    """The fields `request_fingerprint` reads (model, params, messages_ref, tools_ref)."""
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The request's fingerprint (see `request_fingerprint`), worked out when first read."""
+        return request_fingerprint(self.request)
 
 
 def _operation(method: _F) -> _F:
@@ -130,8 +136,20 @@ def _operation(method: _F) -> _F:
 
     @functools.wraps(method)
     def operation(self: RunRecorder, *args: Any, **kwargs: Any) -> Any:
-        with self._op():
-            return method(self, *args, **kwargs)
+        # `_op` spelled out: this wraps every recording call, and a generator costs
+        deferred = _DEFERRED.get()
+        if id(self) in deferred:
+            with self._lock:
+                return method(self, *args, **kwargs)
+        token = _DEFERRED.set(deferred | {id(self)})
+        try:
+            with self._lock:
+                result = method(self, *args, **kwargs)
+        finally:
+            _DEFERRED.reset(token)
+        if self._depth == 0:
+            self.flush()
+        return result
 
     return cast("_F", operation)
 
@@ -298,6 +316,7 @@ class RunRecorder:
 
     # Core ------------------------------------------------------------------------------------
 
+    @_operation
     def record(self, event: LedgerEvent) -> int:
         """Append any catalogue event; returns its position. Flushed now unless in a batch.
 
@@ -308,15 +327,14 @@ class RunRecorder:
             raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
         if event.kind == "RunStarted":
             raise InvalidEventError(event.kind, "a run starts once: use Ledger.record_run()")
-        with self._op():
-            if self._ended or self._run.status != "running":
-                raise RunClosedError(self.run_id, self._run.status)
-            ready, self._ready = self._ready, None
-            prepared = ready[1] if ready is not None and ready[0] is event else None
-            self._pending.append(prepared or self._ledger._prepare(event))
-            if event.kind in _END_KINDS:
-                self._ended = True
-            return self.position
+        if self._ended or self._run.status != "running":
+            raise RunClosedError(self.run_id, self._run.status)
+        ready, self._ready = self._ready, None
+        prepared = ready[1] if ready is not None and ready[0] is event else None
+        self._pending.append(prepared or self._ledger._prepare(event))
+        if event.kind in _END_KINDS:
+            self._ended = True
+        return self.position
 
     def flush(self) -> None:
         """Commit pending events and their blobs in one transaction; wait for earlier ones.
@@ -329,9 +347,10 @@ class RunRecorder:
             tail = self._tail
         if request is not None and request.leader:
             self._ledger._committer.drain(request)
-        if tail is not None:
+        if tail is not None and not tail.done():
             futures.wait([tail])
-        self._raise_failure()
+        if self._failure is not None:
+            self._raise_failure()
 
     async def aflush(self) -> None:
         """`flush`, awaitable: a worker thread commits; the event loop does not wait on I/O."""
@@ -705,10 +724,13 @@ class RunRecorder:
             chunks_ref=chunks_ref,
         )
         position = self.record(event)
-        fingerprint = request_fingerprint(
-            {"model": model, "params": params_dict, "messages_ref": head, "tools_ref": tools_ref}
-        )
-        return ModelCallRecord(position, call_id, head, response_ref, fingerprint)
+        request = {
+            "model": model,
+            "params": params_dict,
+            "messages_ref": head,
+            "tools_ref": tools_ref,
+        }
+        return ModelCallRecord(position, call_id, head, response_ref, request)
 
     @_operation
     def tool_call(

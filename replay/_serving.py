@@ -240,7 +240,8 @@ class ServingRecorder(CheckingRecorder):
         self._stall = stall_timeout
         self._turns = threading.Condition()
         self._waiting: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._reserved: dict[str, list[BookCall]] = {}
+        self._reserved: list[tuple[str, Sequence[Any], BookCall]] = []
+        """Served calls not recorded yet: (request key, the messages served, the record)."""
         self._parties: weakref.WeakSet[Any] = weakref.WeakSet()
         self._blocked: weakref.WeakSet[Any] = weakref.WeakSet()
         self.served_calls = 0
@@ -290,7 +291,7 @@ class ServingRecorder(CheckingRecorder):
                 return None
             raise self._unmatched_call(call)
         with self._lock:
-            self._reserved.setdefault(key, []).append(found)
+            self._reserved.append((key, call.messages, found))
         self.served_calls += 1
         error = found.payload.get("error")
         return ServedCall(
@@ -316,10 +317,19 @@ class ServingRecorder(CheckingRecorder):
         return position
 
     def _reservation(self, call: CallRecord) -> BookCall | None:
+        """The served call ``call`` finishes: the same messages object, else the same request."""
+        with self._lock:
+            for index, (_, messages, found) in enumerate(self._reserved):
+                if messages is call.messages:
+                    del self._reserved[index]
+                    return found
         key = call_fingerprint(call)
         with self._lock:
-            queue = self._reserved.get(key)
-            return queue.pop(0) if queue else None
+            for index, (reserved, _, found) in enumerate(self._reserved):
+                if reserved == key:
+                    del self._reserved[index]
+                    return found
+        return None
 
     def _record_model(self, call: CallRecord, found: BookCall | None) -> int:
         if found is None:
