@@ -104,12 +104,6 @@ class GroupCommitter:
         """Drain in a worker thread (an async caller: the event loop must not wait on I/O)."""
         self._worker().submit(self._drain_all)
 
-    def commit(self, request: CommitRequest) -> list[RecordedEvent]:
-        """Queue ``request`` and wait for it (draining here when the committer is idle)."""
-        if self.enqueue(request):
-            self.drain(request)
-        return request.future.result()
-
     async def acommit(self, request: CommitRequest) -> list[RecordedEvent]:
         """Queue ``request`` and await it; the writing happens in a worker thread."""
         if self.enqueue(request):

@@ -26,11 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentledger.ledger import (
-    GENESIS,
     EntryError,
     Ledger,
     RecordedEvent,
-    Run,
     RunRecorder,
     SequentialIds,
     StepClock,
@@ -151,20 +149,6 @@ def _run_async(
     return outcome[0]
 
 
-def _detached_run(run_id: str) -> Run:
-    return Run.start(
-        run_id,
-        kind="RunStarted",
-        schema_version=RunStarted.class_version,
-        event_id="replay",
-        recorded_at="",
-        prev=GENESIS,
-        hash=GENESIS,
-        payload={},
-        payload_jcs=b"{}",
-    )
-
-
 def replay_function(
     ledger: Ledger,
     run_id: str,
@@ -174,7 +158,7 @@ def replay_function(
     stall_timeout: float = STALL_TIMEOUT_S,
 ) -> Any:
     """Replay a function run offline; see `agentledger.replay.replay_run`."""
-    from agentledger.replay._replay import ReplayResult
+    from agentledger.replay._replay import ReplayResult, _detached_run
 
     events = ledger.events(run_id)
     started = started_of(events)
