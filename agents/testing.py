@@ -4,7 +4,9 @@ Owns what users need to test their own runs without keys or network: ``ScriptedM
 exported; it records every request and raises ``ScriptExhaustedError`` when its script runs
 out, never answering with nothing), ``scripted_roles`` (one scripted model per role), one script
 builder per orchestration (``pipeline_script``, ``reasoning_script``, ``coordinator_script``,
-``tool_agent_script``, ``router_script``) and ``load_scenario`` for the bundled offline
+``tool_agent_script``, ``router_script``), ``ScriptedClient``/``AsyncScriptedClient`` (an
+offline chat client with OpenAI's shape, instrumented by ``run.instrument``, for recording your
+own agent code) and ``load_scenario`` for the bundled offline
 scenarios (JSON files shipped beside this module, e.g. ``demo_pipeline.json``). Must not record
 anything or touch the network.
 
@@ -27,6 +29,14 @@ from typing import Any
 from pydantic import JsonValue
 
 from agentledger.agents._config import AgentConfig
+from agentledger.agents._scripted_client import (
+    AsyncScriptedClient,
+    ScriptedCallError,
+    ScriptedClient,
+    ScriptedCompletion,
+    ScriptedInstrumentation,
+    scripted_instrumentation,
+)
 from agentledger.agents.models import (
     Message,
     ScriptedModel,
@@ -38,9 +48,14 @@ from agentledger.ledger import Ledger, SequentialIds, StepClock, unpack_blob, un
 
 __all__ = [
     "TIMING_FIELDS",
+    "AsyncScriptedClient",
     "Scenario",
     "ScriptExhaustedError",
     "ScriptItem",
+    "ScriptedCallError",
+    "ScriptedClient",
+    "ScriptedCompletion",
+    "ScriptedInstrumentation",
     "ScriptedModel",
     "answers_from_json",
     "comparable_events",
@@ -53,6 +68,7 @@ __all__ = [
     "pipeline_script",
     "reasoning_script",
     "router_script",
+    "scripted_instrumentation",
     "scripted_roles",
     "tool_agent_script",
     "tool_call",

@@ -25,6 +25,7 @@ from agentledger.cli._common import CliError, open_ledger, parse_time, plural, r
 from agentledger.cli._run_command import parse_model_specs, parse_prompt_versions
 from agentledger.ledger import Ledger
 from agentledger.replay import (
+    STALL_TIMEOUT_S,
     ContinueResult,
     Overrides,
     ReplayDivergenceError,
@@ -48,6 +49,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run", nargs="?", help="run id or unique prefix")
     p.add_argument("--all", action="store_true", help="replay every run in the ledger")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+    _entry_option(p)
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_TIMEOUT_S,
+        metavar="S",
+        help="seconds a concurrent call may wait for the events recorded before it "
+        f"before replay reports a divergence (default {STALL_TIMEOUT_S:g})",
+    )
     _library_option(p)
     p.set_defaults(func=cmd_replay)
 
@@ -101,6 +111,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="let effectful tools (send_message...) run again",
     )
     _library_option(p)
+    _entry_option(p)
     p.add_argument("--json", action="store_true", help="print the new runs and answers as JSON")
     p.set_defaults(func=cmd_rerun)
 
@@ -113,6 +124,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="call again an effectful tool whose result was never recorded",
     )
     _library_option(p)
+    _entry_option(p)
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("fork", help="start a new run from position N of a recorded run")
@@ -129,7 +141,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _model_option(p)
     p.add_argument("--allow-effects", action="store_true")
     _library_option(p)
+    _entry_option(p)
     p.set_defaults(func=cmd_fork)
+
+
+def _entry_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--entry",
+        metavar="MODULE:QUALNAME",
+        help="for a run recorded from a function (record_function): the function to run, "
+        "imported from the working directory or PYTHONPATH (default: the one the run names; "
+        "required for an imported run)",
+    )
 
 
 def _model_option(p: argparse.ArgumentParser) -> None:
@@ -199,8 +222,7 @@ def _print_divergence(result: ReplayResult) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay one run or every run; exit 1 if any diverges."""
-    if bool(args.run) == bool(args.all):
-        raise CliError("give a RUN or --all")
+    _check_replay_args(args)
     library = _library(args)
     results: list[ReplayResult] = []
     interrupted = False
@@ -214,7 +236,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 bar(index, total, result)
 
         try:
-            replay_all(ledger, ids, prompts=library, progress=keep)
+            replay_all(
+                ledger,
+                ids,
+                prompts=library,
+                progress=keep,
+                entry=args.entry,
+                stall_timeout=args.stall_timeout,
+            )
         except (ReplayError, AgentError) as error:
             raise CliError(f"{type(error).__name__}: {error}") from None
         except KeyboardInterrupt:
@@ -238,6 +267,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
         return 130
     return 0 if all(r.identical for r in results) else 1
+
+
+def _check_replay_args(args: argparse.Namespace) -> None:
+    if bool(args.run) == bool(args.all):
+        raise CliError("give a RUN or --all")
+    if args.all and args.entry:
+        raise CliError("--entry names the function of one run: give a RUN, not --all")
+    if args.stall_timeout <= 0:
+        raise CliError(f"--stall-timeout must be positive, got {args.stall_timeout:g}")
 
 
 def _progress(verb: str) -> Any:
@@ -321,6 +359,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
                 allow_effects=args.allow_effects,
                 tags=args.new_tag,
                 progress=keep,
+                entry=args.entry,
             )
         except BaseException:
             _print_reruns(results, as_json=args.json)  # what was done before it broke
@@ -398,7 +437,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _carry_on(
         args,
         lambda ledger, run_id, models, library: resume_run(
-            ledger, run_id, models=models, prompts=library, allow_effects=args.allow_effects
+            ledger,
+            run_id,
+            models=models,
+            prompts=library,
+            allow_effects=args.allow_effects,
+            entry=args.entry,
         ),
         lambda _run_id, result: (
             f"resumed after {result.replayed_events} recorded events: {result.status}, "
@@ -428,6 +472,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
             prompts=library,
             allow_effects=args.allow_effects,
             tags=args.new_tag,
+            entry=args.entry,
         ),
         lambda run_id, result: (
             f"fork of {run_id} at {args.at}: {result.status}, {result.new_events} new events"

@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from agentledger.ledger._canonical import as_recorded, canonical_json
 from agentledger.ledger._codec import DICTIONARY_V1, pack_blob, unpack_blob, unpack_state
+from agentledger.ledger._entry import (
+    EntryError,
+    PromptSpec,
+    RecordedFunction,
+    entry_point,
+    load_entry,
+    recorded_function,
+)
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._instrument import (
     ENTRY_POINT_GROUP,
@@ -36,9 +44,17 @@ from agentledger.ledger._ports import (
     format_timestamp,
     parse_timestamp,
 )
-from agentledger.ledger._recording import INLINE_LIMIT, ModelCallRecord, RunRecorder
+from agentledger.ledger._recording import (
+    INLINE_LIMIT,
+    AsyncRunStart,
+    ModelCallRecord,
+    RunRecorder,
+    call_fingerprint,
+    request_refs,
+)
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._run import Run
+from agentledger.ledger._tooling import RecordedToolError, ToolSpec, raise_recorded
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     CheckpointError,
@@ -99,6 +115,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "GENESIS",
     "INLINE_LIMIT",
+    "AsyncRunStart",
     "CallRecord",
     "Checkpoint",
     "CheckpointCheck",
@@ -108,6 +125,7 @@ __all__ = [
     "ConcurrencyError",
     "CorruptBlobError",
     "CorruptEventError",
+    "EntryError",
     "EventLogger",
     "ExportRefusedError",
     "ExportVerification",
@@ -125,9 +143,12 @@ __all__ = [
     "ModelCallPort",
     "ModelCallRecord",
     "Problem",
+    "PromptSpec",
     "RandomIds",
     "ReadOnlyDatabaseError",
     "RecordedEvent",
+    "RecordedFunction",
+    "RecordedToolError",
     "Run",
     "RunClosedError",
     "RunInfo",
@@ -138,6 +159,7 @@ __all__ = [
     "StepClock",
     "StorageError",
     "SystemClock",
+    "ToolSpec",
     "TransparencyLog",
     "TransparencyLogError",
     "UninstrumentableClientError",
@@ -149,14 +171,20 @@ __all__ = [
     "as_recorded",
     "blob_ref",
     "blob_refs_in",
+    "call_fingerprint",
     "canonical_json",
+    "entry_point",
     "envelope_hash",
     "format_timestamp",
     "instrumentation_for",
     "instrumentations",
+    "load_entry",
     "pack_blob",
     "parse_timestamp",
+    "raise_recorded",
+    "recorded_function",
     "register_instrumentation",
+    "request_refs",
     "unpack_blob",
     "unpack_state",
     "verify_export",

@@ -43,9 +43,15 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
+ENTRY_RUNS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentledger_entry_runs (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
+)
+"""Runs this ledger started from a user function (`Ledger.record_function`). An imported run
+is never listed: replay runs the code a RunStarted names only for runs listed here, and needs
+``--entry`` for any other (it never runs code named only by a record it did not make)."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -105,6 +111,10 @@ class LedgerRecorder(Protocol):
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events (read from the events, not the index)."""
+        ...
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
         ...
 
 
@@ -233,6 +243,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
+            ENTRY_RUNS_DDL,
         ]
         statements += LOG_TABLES_SQLITE
         for table in (self.events_table_name, "agentledger_blobs"):
@@ -296,23 +307,30 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 for s in stored_events
             ],
         )
-        for update in runs:
-            if update.started is not None:
-                c.execute(
-                    f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _run_insert_params(update),
-                )
+        # One statement per kind of row, whatever the number of runs (a group commit holds
+        # many): each call releases and retakes the GIL, which costs most under contention.
+        started = [u for u in runs if u.started is not None]
+        if started:
+            c.executemany(
+                f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_run_insert_params(u) for u in started],
+            )
+            tags = [(tag, u.run_id) for u in started for tag in u.tags]
+            if tags:
                 c.executemany(
-                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
-                    [(tag, update.run_id) for tag in update.tags],
+                    "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)", tags
                 )
-            else:
-                c.execute(
-                    "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                    "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
-                    _run_update_params(update),
-                )
+            entries = [(u.run_id,) for u in started if u.entry]
+            if entries:
+                c.executemany("INSERT INTO agentledger_entry_runs (run_id) VALUES (?)", entries)
+        updates = [_run_update_params(u) for u in runs if u.started is None]
+        if updates:
+            c.executemany(
+                "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
+                "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
+                updates,
+            )
         return None
 
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
@@ -368,6 +386,19 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
             c.execute(f"SELECT count(*) FROM agentledger_runs r{sql}", params)
             return int(c.fetchone()[0])
 
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself.
+
+        A database from before the table existed (opened read-only, so it was not added) has
+        no such run.
+        """
+        with self.datastore.transaction(commit=False) as c:
+            try:
+                c.execute("SELECT 1 FROM agentledger_entry_runs WHERE run_id = ?", [run_id])
+            except (OperationalError, sqlite3.OperationalError):
+                return False
+            return c.fetchone() is not None
+
     def all_run_ids(self) -> list[str]:
         """Every run id that has events, as the ledger spells them (32 lowercase hex digits).
 
@@ -390,6 +421,7 @@ class MemoryRecorder(POPOApplicationRecorder):
         self._blobs: dict[str, BlobRow] = {}
         self._runs: dict[str, dict[str, Any]] = {}
         self._tags: dict[str, set[str]] = {}
+        self._entries: set[str] = set()
 
     def _update_table(
         self,
@@ -409,6 +441,8 @@ class MemoryRecorder(POPOApplicationRecorder):
                     zip(names, _run_insert_params(update), strict=True)
                 )
                 self._tags[update.run_id] = set(update.tags)
+                if update.entry:
+                    self._entries.add(update.run_id)
             else:
                 row = self._runs[update.run_id]
                 values = _run_update_params(update)
@@ -453,6 +487,11 @@ class MemoryRecorder(POPOApplicationRecorder):
     def count_runs(self, where: RunQuery) -> int:
         """How many index rows match (``where.limit`` ignored)."""
         return len(self.list_runs(replace(where, limit=None)))
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
+        with self._database_lock:
+            return run_id in self._entries
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""

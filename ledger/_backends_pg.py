@@ -40,6 +40,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self._blobs = SQL("{}.agentledger_blobs").format(schema)
         self._runs = SQL("{}.agentledger_runs").format(schema)
         self._tags = SQL("{}.agentledger_run_tags").format(schema)
+        self._entries = SQL("{}.agentledger_entry_runs").format(schema)
         self._schema = SQL("{}.agentledger_schema").format(schema)
         events = SQL("{}.{}").format(schema, Identifier(events_table_name))
         self.sql_create_statements += [
@@ -57,6 +58,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
                 "PRIMARY KEY (tag, run_id))"
             ).format(self._tags),
+            SQL("CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY)").format(self._entries),
             SQL(
                 "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
@@ -159,6 +161,11 @@ class PostgresRecorder(PostgresApplicationRecorder):
                         ).format(self._tags),
                         (tag, update.run_id),
                     )
+                if update.entry:
+                    curs.execute(
+                        SQL("INSERT INTO {} (run_id) VALUES (%s)").format(self._entries),
+                        (update.run_id,),
+                    )
             else:
                 curs.execute(
                     SQL(
@@ -229,6 +236,14 @@ class PostgresRecorder(PostgresApplicationRecorder):
             curs.execute(query, params)
             row = curs.fetchone()
         return int(row["n"]) if row is not None else 0
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger started the run from a user function it recorded itself."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                SQL("SELECT 1 AS found FROM {} WHERE run_id = %s").format(self._entries), (run_id,)
+            )
+            return curs.fetchone() is not None
 
     def all_run_ids(self) -> list[str]:
         """Every run id that has events."""

@@ -10,8 +10,21 @@ may also `register_instrumentation` one by hand.
 
 The port is live while recording (each finished call is recorded; the SDK is called for real)
 and serving in replay (`serve_call` hands back the recorded answer of a matching request, and
-the wrapper builds real SDK response objects from it, making no network call). Must not import
-vendor SDKs or agents.
+the wrapper builds real SDK response objects from it, making no network call). What a wrapper
+does for each call::
+
+    served = port.serve_call(request) if port.replaying else None
+    if served is None:     # recording, or a rerun/resume/fork past what the record answers
+        ...call the SDK (pass a stream through chunk by chunk)...
+    else:                  # replay: build the SDK's response (or raise its error) from served
+        ...
+    port.record_call(finished)          # async clients: await port.arecord_call(finished)
+
+``finished`` is the request with its response (or error), usage, latency and, for streams,
+chunk timings. In replay ``record_call`` is what the replay compares, and it may wait (a thread
+blocks, a task awaits in ``arecord_call``) until every event recorded before that call in the
+original run has been recorded again: that is how concurrent calls replay in their recorded
+order. Must not import vendor SDKs or agents.
 """
 
 from __future__ import annotations
@@ -104,7 +117,7 @@ class ModelCallPort(Protocol):
 
     @property
     def replaying(self) -> bool:
-        """True when calls must be served from the record (no network call may be made)."""
+        """True when each call must be offered to `serve_call` before calling the model."""
         ...
 
     def record_call(self, call: CallRecord) -> int:
@@ -115,11 +128,14 @@ class ModelCallPort(Protocol):
         """`record_call` for async clients: never blocks the event loop on database I/O."""
         ...
 
-    def serve_call(self, call: CallRecord) -> ServedCall:
+    def serve_call(self, call: CallRecord) -> ServedCall | None:
         """In replay: the recorded answer to the request in ``call`` (its response unset).
 
-        Hands each call the first unserved recorded call whose request matches it; when none
-        does, raises the replay's divergence error (the position is that of this call).
+        Hands each call the first unserved recorded call whose request matches it (provider,
+        model, params, messages and tools: `call_fingerprint`). When none does, a replay raises
+        its divergence error (at the position of the recorded call the request most resembles,
+        naming what changed); a rerun, resume or fork answers ``None``: call the model live,
+        then record the call as usual.
         """
         ...
 

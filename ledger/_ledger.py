@@ -8,7 +8,10 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -17,8 +20,9 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from pydantic import ValidationError
 
-from agentledger.ledger._canonical import canonical_json_trusted, loads
+from agentledger.ledger._canonical import as_recorded, canonical_json_trusted, loads
 from agentledger.ledger._codec import unpack_blob
+from agentledger.ledger._entry import PromptSpec, RecordedFunction, entry_point, prompt_refs
 from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
@@ -46,14 +50,21 @@ from agentledger.ledger.errors import (
     UnknownRunError,
     UsageError,
 )
-from agentledger.ledger.events import ConfigIdentity, LedgerEvent, RunAnnotated, RunStarted
+from agentledger.ledger.events import (
+    ConfigIdentity,
+    EntryPoint,
+    LedgerEvent,
+    RunAnnotated,
+    RunStarted,
+)
 
 if TYPE_CHECKING:
+    from agentledger.ledger._committer import GroupCommitter
     from agentledger.ledger._logging import EventLogger
-    from agentledger.ledger._recording import RunRecorder
+    from agentledger.ledger._recording import AsyncRunStart, RunRecorder
     from agentledger.ledger._tlog import LogHead, TransparencyLog
 
-__all__ = ["Ledger", "RunQuery"]
+__all__ = ["Head", "Ledger", "Prepared", "RunQuery", "Sealed"]
 
 ENV_URL = "AGENTLEDGER_DB"
 
@@ -134,7 +145,10 @@ class Ledger:
         return self._store.sqlalchemy_url()
 
     def close(self) -> None:
-        """Release the store's connections."""
+        """Release the store's connections (after the commits in flight are written)."""
+        committer = self.__dict__.get("_group_committer")
+        if committer is not None:
+            committer.close()
         self._store.close()
 
     def __enter__(self) -> Ledger:
@@ -162,29 +176,220 @@ class Ledger:
         parent_position: int | None = None,
         relation: str | None = None,
         overrides: Mapping[str, Any] | None = None,
+        prompts: Mapping[str, PromptSpec] | None = None,
+        entry: EntryPoint | None = None,
     ) -> RunRecorder:
         """Start a run and return its recorder (a context manager that completes the run).
 
         ``with ledger.record_run("my-agent", input=question) as run: ...`` records RunStarted at
         once, RunCompleted when the block ends, and RunFailed (then re-raises) if it raises.
+        ``prompts`` (role -> text, or (version, text)) are recorded in the configuration
+        identity and read back with ``run.prompt_text(role)``.
         """
         from agentledger.ledger._recording import RunRecorder
 
+        started, run_id, blobs, texts = self._starting(
+            agent,
+            input,
+            config=config,
+            tags=tags,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            parent_position=parent_position,
+            relation=relation,
+            overrides=overrides,
+            prompts=prompts,
+            entry=entry,
+        )
+        return RunRecorder._start(self, started, run_id, blobs=blobs, prompt_texts=texts)
+
+    def arecord_run(
+        self,
+        agent: str,
+        input: Any = None,  # noqa: A002 - the run's input, as users call it
+        *,
+        config: ConfigIdentity | None = None,
+        tags: Sequence[str] = (),
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        parent_position: int | None = None,
+        relation: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        prompts: Mapping[str, PromptSpec] | None = None,
+        entry: EntryPoint | None = None,
+    ) -> AsyncRunStart:
+        """`record_run` for async code: ``async with ledger.arecord_run(...) as run:``.
+
+        RunStarted is committed by a worker thread, and so is everything the run's awaitable
+        methods (``await run.amodel_call(...)``, ``atool``, ``adelta``...) record: the event
+        loop never waits on database I/O. The block's end awaits RunCompleted (or RunFailed).
+        Arguments are checked at the call, before anything is written.
+        """
+        from agentledger.ledger._recording import AsyncRunStart
+
+        started, run_id, blobs, texts = self._starting(
+            agent,
+            input,
+            config=config,
+            tags=tags,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            parent_position=parent_position,
+            relation=relation,
+            overrides=overrides,
+            prompts=prompts,
+            entry=entry,
+        )
+        return AsyncRunStart(self, started, run_id, blobs, texts)
+
+    def record_function(
+        self,
+        fn: Callable[..., Any],
+        input: Any = None,  # noqa: A002 - the run's input, as users call it
+        *,
+        agent: str | None = None,
+        tags: Sequence[str] | None = None,
+        prompts: Mapping[str, PromptSpec] | None = None,
+        config: ConfigIdentity | None = None,
+        run_id: str | None = None,
+    ) -> tuple[Any, str]:
+        """Record ``fn(run, input)`` as a run; returns (what it returned, the run id).
+
+        ``fn`` is a module-level function (see `recorded_function` for a decorator form):
+        RunStarted records its import path ``module:qualname``, file and source hash, so that
+        ``agentledger replay RUN`` can import it and run it again against the record. The agent
+        name defaults to its qualname. ``input`` must be JSON: the function receives it as the
+        ledger records it (the form replay hands back). ``prompts`` maps roles to prompt texts
+        (or (version, text)), recorded in the configuration identity; the function reads them
+        with ``run.prompt_text(role)``, which is what lets a rerun try new versions. When ``fn``
+        raises, the run records RunFailed and the exception propagates, with a note naming the
+        run. An ``async def`` function runs on its own event loop (``asyncio.run``); inside a
+        running loop, use `arecord_function`. Lambdas, nested functions and bound methods are
+        refused (`EntryError`): replay could not import them back.
+        """
+        function = fn.function if isinstance(fn, RecordedFunction) else fn
+        if inspect.iscoroutinefunction(function):
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(
+                    self.arecord_function(
+                        fn,
+                        input,
+                        agent=agent,
+                        tags=tags,
+                        prompts=prompts,
+                        config=config,
+                        run_id=run_id,
+                    )
+                )
+            msg = (
+                f"{function.__qualname__} is async and an event loop is running: "
+                "use await ledger.arecord_function(...)"
+            )
+            raise UsageError(msg)
+        options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
+        recorder = self.record_run(**options)
+        try:
+            with recorder as run:
+                result = function(run, options["input"])
+        except Exception as error:
+            error.add_note(f"agentledger: run {recorder.run_id} recorded it as RunFailed")
+            raise
+        return result, recorder.run_id
+
+    async def arecord_function(
+        self,
+        fn: Callable[..., Any],
+        input: Any = None,  # noqa: A002 - the run's input, as users call it
+        *,
+        agent: str | None = None,
+        tags: Sequence[str] | None = None,
+        prompts: Mapping[str, PromptSpec] | None = None,
+        config: ConfigIdentity | None = None,
+        run_id: str | None = None,
+    ) -> tuple[Any, str]:
+        """`record_function` for async code: awaits ``fn(run, input)`` in an async run.
+
+        A plain (sync) function runs in a worker thread, so it may block without stalling the
+        event loop.
+        """
+        function = fn.function if isinstance(fn, RecordedFunction) else fn
+        options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
+        start = self.arecord_run(**options)
+        recorder = await start
+        try:
+            async with recorder as run:
+                if inspect.iscoroutinefunction(function):
+                    result = await function(run, options["input"])
+                else:
+                    result = await asyncio.to_thread(function, run, options["input"])
+        except Exception as error:
+            error.add_note(f"agentledger: run {recorder.run_id} recorded it as RunFailed")
+            raise
+        return result, recorder.run_id
+
+    def _function_options(  # noqa: PLR0917 - the private twin of two public signatures
+        self,
+        fn: Callable[..., Any],
+        input: Any,  # noqa: A002 - the run's input
+        agent: str | None,
+        tags: Sequence[str] | None,
+        prompts: Mapping[str, PromptSpec] | None,
+        config: ConfigIdentity | None,
+        run_id: str | None,
+    ) -> dict[str, Any]:
+        entry = entry_point(fn)
+        marked = fn if isinstance(fn, RecordedFunction) else None
+        qualname = entry.path.partition(":")[2]
+        return {
+            "agent": agent or (marked.agent if marked else None) or qualname,
+            "input": as_recorded(input),
+            "config": config,
+            "tags": tags if tags is not None else (marked.tags if marked else ()),
+            "prompts": prompts if prompts is not None else (marked.prompts if marked else None),
+            "run_id": run_id,
+            "entry": entry,
+        }
+
+    def _starting(
+        self,
+        agent: str,
+        input: Any,  # noqa: A002 - the run's input
+        *,
+        config: ConfigIdentity | None,
+        tags: Sequence[str],
+        run_id: str | None,
+        parent_run_id: str | None,
+        parent_position: int | None,
+        relation: str | None,
+        overrides: Mapping[str, Any] | None,
+        prompts: Mapping[str, PromptSpec] | None,
+        entry: EntryPoint | None,
+    ) -> tuple[RunStarted, str, dict[str, bytes], dict[str, str]]:
+        """A run's RunStarted (checked), its id, the prompt blobs and texts it records."""
         if isinstance(tags, str):
             raise InvalidEventError("RunStarted", "tags: give a list of tags, not one string")
+        identity = config or ConfigIdentity()
+        blobs: dict[str, bytes] = {}
+        texts: dict[str, str] = {}
+        if prompts:
+            refs, texts, blobs = prompt_refs(prompts)
+            identity = identity.model_copy(update={"prompts": {**identity.prompts, **refs}})
         started = self._event(
             RunStarted,
             agent=agent,
             input=input,
-            config=config or ConfigIdentity(),
+            config=identity,
             tags=list(tags),
             parent_run_id=parent_run_id,
             parent_position=parent_position,
             relation=relation,
             overrides=dict(overrides or {}),
+            entry=entry,
         )
         assert isinstance(started, RunStarted)
-        return RunRecorder._start(self, started, run_id or self.ids.new_run_id())
+        return started, run_id or self.ids.new_run_id(), blobs, texts
 
     def append(self, run_id: str, *events: LedgerEvent) -> list[RecordedEvent]:
         """Append events to an existing run in one transaction (low-level; prefer a recorder)."""
@@ -268,6 +473,14 @@ class Ledger:
                 unreadable[s.originator_version] = e.detail
                 records.append(RecordedEvent.unreadable(rid, s.originator_version, s.topic))
         return records, unreadable
+
+    def recorded_entry(self, run_id: str) -> bool:
+        """Whether this ledger recorded the run from a user function (`record_function`).
+
+        False for a run imported from a file, even when its RunStarted names an entry point:
+        replay runs the code a record names only when this ledger made that record.
+        """
+        return self._store.recorder.recorded_entry(str(self._uuid(run_id)))
 
     def run(self, run_id: str) -> RunInfo:
         """A run's row in the runs index."""
@@ -640,11 +853,38 @@ class Ledger:
         Every event is checked before anything is written: against the `Limits`, RunStarted only
         first, and an end event's count and head hash against the chain it closes.
         """
-        if run is None:
-            assert started is not None
-            run_id, status, head, position = started[0], "running", GENESIS, 0
-        else:
-            run_id, status, head, position = run.run_id, run.status, run.head_hash, run.position
+        sealed = self._seal(Head.of(run, started), events, started=started)
+        self._write([sealed], [encode_blob(ref, data) for ref, data in blobs.items()])
+        if run is not None:
+            run.advance(sealed.end.position, sealed.end.hash, sealed.end.status)
+        self._logged(sealed.recorded)
+        return sealed.recorded
+
+    @property
+    def _committer(self) -> GroupCommitter:
+        """The group committer recorders flush through (created on first use)."""
+        committer: GroupCommitter | None = self.__dict__.get("_group_committer")
+        if committer is None:
+            from agentledger.ledger._committer import GroupCommitter
+
+            with _COMMITTER_LOCK:
+                committer = self.__dict__.get("_group_committer")
+                if committer is None:
+                    committer = self.__dict__["_group_committer"] = GroupCommitter(self)
+        return committer
+
+    def _seal(
+        self,
+        head: Head,
+        events: Sequence[LedgerEvent | Prepared],
+        *,
+        started: tuple[str, RunStarted] | None = None,
+    ) -> Sealed:
+        """Hash `events` onto the chain that ends at `head`: the rows to write, nothing written.
+
+        Refuses (before anything is written) an event that cannot stand at its position.
+        """
+        run_id, status, prev, position = head
         uuid = UUID(run_id)
         recorded: list[RecordedEvent] = []
         stored: list[StoredEvent] = []
@@ -652,7 +892,7 @@ class Ledger:
             item = event if isinstance(event, Prepared) else self._prepare(event)
             kind, version, payload, payload_jcs = item
             position += 1
-            _check_place(kind, payload, position, head)
+            _check_place(kind, payload, position, prev)
             timestamp = self.clock.now()
             event_id = self.ids.new_id()
             digest, state = seal(
@@ -662,16 +902,16 @@ class Ledger:
                 version=version,
                 timestamp=timestamp,
                 event_id=event_id,
-                prev=head,
+                prev=prev,
                 payload_jcs=payload_jcs,
             )
             stored.append(StoredEvent(uuid, position, kind, state))
             recorded.append(
                 RecordedEvent(
-                    run_id, position, kind, version, timestamp, event_id, head, digest, payload
+                    run_id, position, kind, version, timestamp, event_id, prev, digest, payload
                 )
             )
-            head = digest
+            prev = digest
             if kind == "RunCompleted":
                 status = "completed"
             elif kind == "RunFailed":
@@ -679,25 +919,64 @@ class Ledger:
         update = RunIndexUpdate(
             run_id=run_id,
             last_position=position,
-            head_hash=head,
+            head_hash=prev,
             status=status,
             updated_at=recorded[-1].timestamp if recorded else self.clock.now(),
             started=_dump(started[1], exclude_defaults=False) if started else None,
             tags=tuple(started[1].tags) if started else (),
+            entry=bool(started and started[1].entry is not None),
         )
-        rows = [encode_blob(ref, data) for ref, data in blobs.items()]
+        return Sealed(run_id, stored, recorded, update, Head(run_id, status, prev, position))
+
+    def _write(self, sealed: Sequence[Sealed], rows: Sequence[BlobRow]) -> None:
+        """Save sealed batches (of one run or several) and `rows` in one transaction."""
+        stored = [s for batch in sealed for s in batch.stored]
         try:
-            self._store.recorder.insert_events(stored, blobs=rows, runs=[update])
+            self._store.recorder.insert_events(
+                stored, blobs=list(rows), runs=[batch.update for batch in sealed]
+            )
         except IntegrityError as e:
-            raise ConcurrencyError(run_id, recorded[0].position if recorded else 0) from e
+            first = sealed[0]
+            raise ConcurrencyError(
+                first.run_id, first.recorded[0].position if first.recorded else 0
+            ) from e
         except PersistenceError as e:
             raise StorageError(self.url, str(e)) from e
-        if run is not None:
-            run.advance(position, head, status)
+
+    def _logged(self, recorded: Sequence[RecordedEvent]) -> None:
         if self.log is not None:
             for record in recorded:
                 self.log.recorded(record)
-        return recorded
+
+
+_COMMITTER_LOCK = threading.Lock()
+
+
+class Head(NamedTuple):
+    """Where a run's chain ends: what the next event is sealed onto."""
+
+    run_id: str
+    status: str
+    hash: str
+    position: int
+
+    @classmethod
+    def of(cls, run: Run | None, started: tuple[str, RunStarted] | None) -> Head:
+        """The head of ``run`` (or the empty chain a RunStarted begins)."""
+        if run is None:
+            assert started is not None
+            return cls(started[0], "running", GENESIS, 0)
+        return cls(run.run_id, run.status, run.head_hash, run.position)
+
+
+class Sealed(NamedTuple):
+    """Events hashed onto a chain, ready to write in a transaction (see `Ledger._seal`)."""
+
+    run_id: str
+    stored: list[StoredEvent]
+    recorded: list[RecordedEvent]
+    update: RunIndexUpdate
+    end: Head
 
 
 class Prepared(NamedTuple):

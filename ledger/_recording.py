@@ -8,35 +8,62 @@ RunCompleted on normal exit, RunFailed (then re-raise) if the block raises. Each
 several events or blobs builds and checks all of them before recording any: if one is refused,
 nothing of that call is recorded. Must not know agents or vendor SDKs: model calls and tool
 calls arrive as plain JSON.
+
+**Threads and tasks.** One recorder may be written from several threads and asyncio tasks at
+once. Each recording method runs under the recorder's lock and takes the next position when it
+records (a model call's single ModelCalled when the call has completed, so concurrent calls are
+recorded in completion order; a recorded tool's ToolCalled when it is called and its
+ToolReturned when it returns); a method that records several events (``tool``, ``model_call``'s
+blobs) records them together. Commits go through the ledger's group committer in the order the
+positions were taken, so no two writers of one run ever race for a position. While a batch (a
+``step``) is open, events from every thread and task join its transaction.
+
+**Async.** The ``a``-prefixed methods (``amodel_call``, ``atool``, ``adelta``...) record the
+same events and hand the commit to a worker thread without waiting for it (write-behind): the
+event loop never waits on database I/O, and concurrent runs share each commit. Durability
+points wait for every commit of the run: ``await run.aflush()``, the end of the run (``async
+with`` exit, ``acomplete``, ``afail``) and a recorded effectful tool, whose ToolCalled is
+committed before the tool runs. A commit that failed is raised by the run's next awaitable call.
+The sync methods commit before they return.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import threading
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from concurrent import futures
+from concurrent.futures import Future
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
 from agentledger.ledger._canonical import canonical_json
-from agentledger.ledger._hashing import blob_ref
+from agentledger.ledger._committer import CommitRequest
+from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._instrument import (
     CallRecord,
     ModelCallPort,
     ServedCall,
     instrumentation_for,
 )
-from agentledger.ledger._ledger import Prepared
+from agentledger.ledger._ledger import Head, Prepared, Sealed
 from agentledger.ledger._records import RecordedEvent
+from agentledger.ledger._run import Run
+from agentledger.ledger._tooling import ToolSpec, tool_wrapper
 from agentledger.ledger.errors import (
     InvalidEventError,
     InvalidPayloadError,
     LedgerError,
     RunClosedError,
+    UsageError,
 )
 from agentledger.ledger.events import (
     Attempt,
@@ -64,11 +91,23 @@ from agentledger.ledger.events import (
 
 if TYPE_CHECKING:
     from agentledger.ledger._ledger import Ledger
-    from agentledger.ledger._run import Run
 
-__all__ = ["ModelCallRecord", "RunRecorder"]
+__all__ = [
+    "AsyncRunStart",
+    "ModelCallRecord",
+    "RunRecorder",
+    "call_fingerprint",
+    "request_refs",
+]
 
 _M = TypeVar("_M", bound=BaseModel)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_DEFERRED: ContextVar[frozenset[int]] = ContextVar("agentledger_deferred", default=frozenset())
+"""Recorders (by id) whose flush the current thread or task leaves to an enclosing operation."""
+_END_KINDS = frozenset({"RunCompleted", "RunFailed"})
 
 INLINE_LIMIT = 4096
 """JSON values larger than this (serialised bytes) are stored as blobs, referenced by hash."""
@@ -83,15 +122,74 @@ class ModelCallRecord:
     call_id: str
     messages_ref: str
     response_ref: str | None
-    fingerprint: str
+    request: Mapping[str, Any] = field(repr=False, compare=False)
+    """The fields `request_fingerprint` reads (model, params, messages_ref, tools_ref)."""
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The request's fingerprint (see `request_fingerprint`), worked out when first read."""
+        return request_fingerprint(self.request)
+
+
+def _operation(method: _F) -> _F:
+    """Run a recording method as one operation: under the lock, flushed once at its end."""
+
+    @functools.wraps(method)
+    def operation(self: RunRecorder, *args: Any, **kwargs: Any) -> Any:
+        # `_op` spelled out: this wraps every recording call, and a generator costs
+        deferred = _DEFERRED.get()
+        if id(self) in deferred:
+            with self._lock:
+                return method(self, *args, **kwargs)
+        token = _DEFERRED.set(deferred | {id(self)})
+        try:
+            with self._lock:
+                result = method(self, *args, **kwargs)
+        finally:
+            _DEFERRED.reset(token)
+        if self._depth == 0:
+            self.flush()
+        return result
+
+    return cast("_F", operation)
+
+
+def _awaitable(
+    method: Callable[Concatenate[RunRecorder, _P], _R],
+) -> Callable[Concatenate[RunRecorder, _P], Coroutine[Any, Any, _R]]:
+    """The awaitable twin of a recording method (``delta`` -> ``adelta``).
+
+    It records exactly what the method records (a subclass's override included) and queues the
+    commit for a worker thread without waiting for it (see the module doc): the event loop
+    never waits on the database.
+    """
+    name = method.__name__
+
+    async def twin(self: RunRecorder, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        result: _R = await self._aop(name, *args, **kwargs)
+        return result
+
+    twin.__name__ = twin.__qualname__ = f"a{name}"
+    twin.__doc__ = f"`{name}`, awaitable: records the same events and queues their commit."
+    return twin
 
 
 class RunRecorder:
-    """Records one run. Use as a context manager; see `Ledger.record_run`."""
+    """Records one run: a context manager (``with`` or ``async with``); see `Ledger.record_run`.
+
+    Safe to share between threads and asyncio tasks: see the module doc for the ordering rule.
+    """
 
     def __init__(self, ledger: Ledger, run: Run) -> None:
         self._ledger = ledger
         self._run = run
+        self._lock = threading.RLock()  # one recording operation at a time
+        self._state = threading.Lock()  # the run's committed head and what is in flight
+        self._inflight = 0
+        self._tail: Future[list[RecordedEvent]] | None = None
+        self._failure: BaseException | None = None
+        self._ended = False
+        self._prompt_texts: dict[str, str] = {}
         self._pending: list[Prepared] = []
         self._blobs: dict[str, bytes] = {}
         self._staged_refs: list[str] | None = None
@@ -104,16 +202,69 @@ class RunRecorder:
         self.recorded: list[RecordedEvent] = []
 
     @classmethod
-    def _start(cls, ledger: Ledger, started: RunStarted, run_id: str) -> RunRecorder:
-        blobs: dict[str, bytes] = {}
-        if started.input is not None and len(canonical_json(started.input)) > INLINE_LIMIT:
-            canonical = ledger.limits.canonical(started.input, "the run's input")
-            ref = blob_ref(canonical)
-            blobs[ref] = canonical
-            started = started.model_copy(update={"input": None, "input_ref": ref})
-        recorded = ledger._commit(None, [started], blobs, started=(run_id, started))
-        recorder = cls(ledger, ledger.load(run_id))
+    def _start(
+        cls,
+        ledger: Ledger,
+        started: RunStarted,
+        run_id: str,
+        *,
+        blobs: Mapping[str, bytes] | None = None,
+        prompt_texts: Mapping[str, str] | None = None,
+    ) -> RunRecorder:
+        started, prepared, all_blobs = _starting(ledger, started, blobs)
+        recorded = ledger._commit(None, [prepared], all_blobs, started=(run_id, started))
+        return cls._opened(ledger, recorded, prepared, prompt_texts)
+
+    @classmethod
+    async def _astart(
+        cls,
+        ledger: Ledger,
+        started: RunStarted,
+        run_id: str,
+        *,
+        blobs: Mapping[str, bytes] | None = None,
+        prompt_texts: Mapping[str, str] | None = None,
+    ) -> RunRecorder:
+        """`_start` for async code: RunStarted is committed by a worker thread."""
+        started, prepared, all_blobs = _starting(ledger, started, blobs)
+        request = CommitRequest(
+            run_id=run_id,
+            first=1,
+            events=[prepared],
+            blobs=all_blobs,
+            head=lambda: Head(run_id, "running", GENESIS, 0),
+            committed=lambda _: None,
+            failed=lambda _: None,
+            started=(run_id, started),
+        )
+        recorded = await ledger._committer.acommit(request)
+        return cls._opened(ledger, recorded, prepared, prompt_texts)
+
+    @classmethod
+    def _opened(
+        cls,
+        ledger: Ledger,
+        recorded: list[RecordedEvent],
+        prepared: Prepared,
+        prompt_texts: Mapping[str, str] | None,
+    ) -> RunRecorder:
+        """The recorder of a run whose RunStarted was just committed (no read needed)."""
+        first = recorded[0]
+        run = Run.start(
+            first.run_id,
+            kind=first.kind,
+            schema_version=first.version,
+            event_id=first.event_id,
+            recorded_at=first.timestamp,
+            prev=first.prev,
+            hash=first.hash,
+            payload=first.payload,
+            payload_jcs=prepared.payload_jcs,
+        )
+        run.collect_events()
+        recorder = cls(ledger, run)
         recorder.recorded.extend(recorded)
+        recorder._prompt_texts = dict(prompt_texts or {})
         return recorder
 
     # State -----------------------------------------------------------------------------------
@@ -125,8 +276,9 @@ class RunRecorder:
 
     @property
     def position(self) -> int:
-        """Position of the last event recorded or pending."""
-        return self._run.position + len(self._pending)
+        """Position of the last event recorded, being committed or pending."""
+        with self._state:
+            return self._run.position + self._inflight + len(self._pending)
 
     @property
     def status(self) -> str:
@@ -140,11 +292,31 @@ class RunRecorder:
 
     def new_id(self, prefix: str) -> str:
         """A run-local id such as ``call-3`` (deterministic: replay reproduces it)."""
-        self._counters[prefix] = self._counters.get(prefix, 0) + 1
-        return f"{prefix}-{self._counters[prefix]}"
+        with self._lock:
+            self._counters[prefix] = self._counters.get(prefix, 0) + 1
+            return f"{prefix}-{self._counters[prefix]}"
+
+    def prompt_text(self, role: str) -> str:
+        """The text of the prompt ``role`` (given to `Ledger.record_function` as ``prompts``).
+
+        Replay and rerun hand the function the text the run recorded (or the rerun's new
+        version), so code that reads its prompts here can be re-evaluated under new ones.
+        """
+        try:
+            return self._prompt_texts[role]
+        except KeyError:
+            known = ", ".join(sorted(self._prompt_texts)) or "none"
+            msg = f"run {self.run_id} has no prompt {role!r} (known: {known})"
+            raise UsageError(msg) from None
+
+    @property
+    def prompts(self) -> Mapping[str, str]:
+        """Every prompt text of the run, by role."""
+        return dict(self._prompt_texts)
 
     # Core ------------------------------------------------------------------------------------
 
+    @_operation
     def record(self, event: LedgerEvent) -> int:
         """Append any catalogue event; returns its position. Flushed now unless in a batch.
 
@@ -153,37 +325,167 @@ class RunRecorder:
         """
         if not isinstance(event, LedgerEvent):
             raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
-        if self._run.status != "running":
-            raise RunClosedError(self.run_id, self._run.status)
         if event.kind == "RunStarted":
             raise InvalidEventError(event.kind, "a run starts once: use Ledger.record_run()")
+        if self._ended or self._run.status != "running":
+            raise RunClosedError(self.run_id, self._run.status)
         ready, self._ready = self._ready, None
         prepared = ready[1] if ready is not None and ready[0] is event else None
         self._pending.append(prepared or self._ledger._prepare(event))
-        position = self.position
-        if self._depth == 0:
-            self.flush()
-        return position
+        if event.kind in _END_KINDS:
+            self._ended = True
+        return self.position
 
     def flush(self) -> None:
-        """Commit pending events and their blobs in one transaction."""
+        """Commit pending events and their blobs in one transaction; wait for earlier ones.
+
+        Returns when every event recorded before the call (from any thread or task) is
+        committed; raises the error of a commit that failed since the last one reported.
+        """
+        with self._lock:
+            request = self._submit()
+            tail = self._tail
+        if request is not None and request.leader:
+            self._ledger._committer.drain(request)
+        if tail is not None and not tail.done():
+            futures.wait([tail])
+        if self._failure is not None:
+            self._raise_failure()
+
+    async def aflush(self) -> None:
+        """`flush`, awaitable: a worker thread commits; the event loop does not wait on I/O."""
+        with self._lock:
+            request = self._submit()
+            tail = self._tail
+        if request is not None and request.leader:
+            self._ledger._committer.drain_elsewhere()
+        if tail is not None:
+            await asyncio.wait([asyncio.wrap_future(tail)])
+        self._raise_failure()
+
+    def _write_behind(self) -> None:
+        """Queue what is pending for commit without waiting (the awaitable methods)."""
+        with self._lock:
+            request = self._submit() if self._depth == 0 else None
+        if request is not None and request.leader:
+            self._ledger._committer.drain_elsewhere()
+
+    def _raise_failure(self) -> None:
+        """Raise (once) the error of a commit of this run that failed."""
+        with self._state:
+            error, self._failure = self._failure, None
+        if error is not None:
+            raise error
+
+    def _submit(self) -> CommitRequest | None:
+        """Queue the pending events as one commit (under the lock); None when there are none."""
         if not self._pending:
-            return
+            return None
         events, blobs = self._pending, self._blobs
         self._pending, self._blobs = [], {}
-        self.recorded.extend(self._ledger._commit(self._run, events, blobs))
-        self._written.update(blobs)
+        with self._state:
+            first = self._run.position + self._inflight + 1
+            self._inflight += len(events)
+        count = len(events)
+
+        def committed(sealed: Sealed) -> None:
+            with self._state:
+                self._run.advance(sealed.end.position, sealed.end.hash, sealed.end.status)
+                self._inflight -= count
+                self.recorded.extend(sealed.recorded)
+            self._written.update(blobs)
+
+        def failed(error: BaseException) -> None:
+            with self._state:
+                self._inflight -= count
+                if self._failure is None:
+                    self._failure = error
+
+        request = CommitRequest(
+            run_id=self.run_id,
+            first=first,
+            events=events,
+            blobs=blobs,
+            head=self._head,
+            committed=committed,
+            failed=failed,
+        )
+        self._tail = request.future
+        request.leader = self._ledger._committer.enqueue(request)
+        return request
+
+    def _head(self) -> Head:
+        with self._state:
+            run = self._run
+            return Head(run.run_id, run.status, run.head_hash, run.position)
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group the events recorded inside the block into one transaction."""
-        self._depth += 1
+    def _op(self) -> Iterator[None]:
+        """One recording operation: under the lock, flushed at its end unless nested or batched.
+
+        Nested operations (``tool`` records through ``record``) and the awaitable twins leave
+        the flush to the outermost one, which flushes after releasing the lock: no thread ever
+        waits on a commit while holding it.
+        """
+        deferred = _DEFERRED.get()
+        outermost = id(self) not in deferred
+        token = _DEFERRED.set(deferred | {id(self)}) if outermost else None
+        try:
+            with self._lock:
+                yield
+        finally:
+            if token is not None:
+                _DEFERRED.reset(token)
+        if outermost and self._depth == 0:
+            self.flush()
+
+    @contextmanager
+    def _deferring(self) -> Iterator[None]:
+        """Leave the flush of what the block records to the caller (see `_write_behind`)."""
+        token = _DEFERRED.set(_DEFERRED.get() | {id(self)})
         try:
             yield
         finally:
-            self._depth -= 1
-            if self._depth == 0:
+            _DEFERRED.reset(token)
+
+    async def _aop(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run recording method ``name`` and queue its commit (write-behind: see the class doc)."""
+        self._raise_failure()
+        with self._deferring():
+            result = getattr(self, name)(*args, **kwargs)
+        self._write_behind()
+        return result
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the events recorded inside the block into one transaction.
+
+        Events other threads and tasks record while it is open join the same transaction.
+        """
+        with self._lock:
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                due = self._depth == 0 and id(self) not in _DEFERRED.get()
+            if due:
                 self.flush()
+
+    @asynccontextmanager
+    async def abatch(self) -> AsyncIterator[None]:
+        """`batch` for async code: the transaction is awaited when the block ends."""
+        with self._lock:
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                due = self._depth == 0
+            if due:
+                await self.aflush()
 
     def put_blob(self, value: Any) -> str:
         """Store a JSON value by content (written with the next flush); returns its ref.
@@ -192,10 +494,11 @@ class RunRecorder:
         """
         canonical = self._ledger.limits.canonical(value, "a blob")
         ref = blob_ref(canonical)
-        if ref not in self._written and ref not in self._blobs:
-            self._blobs[ref] = canonical
-            if self._staged_refs is not None:
-                self._staged_refs.append(ref)
+        with self._lock:
+            if ref not in self._written and ref not in self._blobs:
+                self._blobs[ref] = canonical
+                if self._staged_refs is not None:
+                    self._staged_refs.append(ref)
         return ref
 
     @contextmanager
@@ -239,6 +542,10 @@ class RunRecorder:
 
     def messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
         """The ref of a conversation's head node, storing only messages not stored before."""
+        with self._lock:
+            return self._messages_ref(messages)
+
+    def _messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
         if not messages:
             return self.put_blob({"message": None, "parent_ref": None})
         chain = self._chain_messages
@@ -303,6 +610,7 @@ class RunRecorder:
 
     # Typed helpers ---------------------------------------------------------------------------
 
+    @_operation
     def model_call(
         self,
         *,
@@ -416,11 +724,15 @@ class RunRecorder:
             chunks_ref=chunks_ref,
         )
         position = self.record(event)
-        fingerprint = request_fingerprint(
-            {"model": model, "params": params_dict, "messages_ref": head, "tools_ref": tools_ref}
-        )
-        return ModelCallRecord(position, call_id, head, response_ref, fingerprint)
+        request = {
+            "model": model,
+            "params": params_dict,
+            "messages_ref": head,
+            "tools_ref": tools_ref,
+        }
+        return ModelCallRecord(position, call_id, head, response_ref, request)
 
+    @_operation
     def tool_call(
         self,
         tool: str,
@@ -475,6 +787,7 @@ class RunRecorder:
             caused_by=caused_by,
         )
 
+    @_operation
     def tool_result(
         self,
         call_id: str,
@@ -528,6 +841,7 @@ class RunRecorder:
             served_from=served_from,
         )
 
+    @_operation
     def tool(
         self,
         tool: str,
@@ -544,7 +858,7 @@ class RunRecorder:
         Both events (and their blobs) are built and checked first: a refused argument or result
         records neither, so a ToolCalled never stands without its ToolReturned.
         """
-        with self.batch(), self._staged():
+        with self._staged():
             call_id = self.new_id("tool")
             called = self._tool_called(
                 tool,
@@ -575,6 +889,7 @@ class RunRecorder:
             self.record(returned)
         return call_id
 
+    @_operation
     def delta(
         self,
         patch: Mapping[str, Any],
@@ -594,24 +909,29 @@ class RunRecorder:
             )
         )
 
+    @_operation
     def plan(self, plan: Any, *, step_id: str | None = None, caused_by: int | None = None) -> int:
         """Record a proposed plan."""
         return self.record(_build(PlanProposed, plan=plan, step_id=step_id, caused_by=caused_by))
 
-    def policy(self, decision: str, **fields: Any) -> int:
+    @_operation
+    def policy(self, /, decision: str, **fields: Any) -> int:
         """Record a policy decision (allow, redact or block)."""
         return self.record(_build(PolicyDecided, decision=decision, **fields))
 
-    def guardrail(self, guardrail: str, *, action: str, message: str, **fields: Any) -> int:
+    @_operation
+    def guardrail(self, /, guardrail: str, *, action: str, message: str, **fields: Any) -> int:
         """Record a guardrail trip."""
         return self.record(
             _build(GuardrailTripped, guardrail=guardrail, action=action, message=message, **fields)
         )
 
+    @_operation
     def clarify(self, question: str, *, step_id: str | None = None) -> int:
         """Record that the run asks the user a question instead of answering."""
         return self.record(_build(ClarificationRequested, question=question, step_id=step_id))
 
+    @_operation
     def answer(
         self,
         answer: str,
@@ -649,37 +969,183 @@ class RunRecorder:
                 raise
             self.record(_build(StepCompleted, step_id=step_id, status="ok"))
 
+    @asynccontextmanager
+    async def astep(
+        self, name: str, args: Any = None, *, step_id: str | None = None
+    ) -> AsyncIterator[str]:
+        """`step` for async code: one transaction, awaited when the block ends."""
+        step_id = step_id or self.new_id("step")
+        async with self.abatch():
+            self.record(_build(StepStarted, step_id=step_id, name=name, args=args))
+            try:
+                yield step_id
+            except BaseException as e:
+                self.record(
+                    _build(StepCompleted, step_id=step_id, status="failed", error=_error(e))
+                )
+                raise
+            self.record(_build(StepCompleted, step_id=step_id, status="ok"))
+
+    # Recorded tools --------------------------------------------------------------------------
+
+    def recorded_tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        effectful: bool = False,
+        version: str = "1",
+    ) -> Any:
+        """Record every call of a function as a tool call: ``@run.recorded_tool``.
+
+        Works on plain and ``async`` functions, bare or as ``@run.recorded_tool(name=...,
+        effectful=...)``. Each call records ToolCalled (the bound arguments as JSON) when it is
+        made and ToolReturned when it returns: its result as JSON, which is also what the call
+        returns (the ledger's form: a replay hands back exactly this), or, when the function
+        raises, a failed result naming the exception before it is re-raised. In replay the
+        recorded result is served and the function is not called.
+        """
+        spec = ToolSpec(name=name, effectful=effectful, version=version)
+        if fn is not None:
+            return tool_wrapper(self, fn, spec)
+        return functools.partial(tool_wrapper, self, spec=spec)
+
+    def _call_tool(self, spec: ToolSpec, arguments: Any, invoke: Callable[[], Any]) -> Any:
+        """Record a recorded tool's call around ``invoke`` (replay overrides: it serves)."""
+        call_id, position = self.tool_call(
+            spec.tool, arguments, tool_version=spec.version, effectful=spec.effectful
+        )
+        return self._finish_tool(spec, call_id, position, invoke)
+
+    def _finish_tool(
+        self, spec: ToolSpec, call_id: str, position: int, invoke: Callable[[], Any]
+    ) -> Any:
+        """Run a tool whose ToolCalled is recorded; record its result and hand it back."""
+        outcome = spec.run(invoke)
+        self.tool_result(call_id, caused_by=position, **outcome.envelope)
+        return outcome.result()
+
+    async def _acall_tool(
+        self, spec: ToolSpec, arguments: Any, invoke: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> Any:
+        """`_call_tool` for async functions."""
+        call_id, position = await self.atool_call(
+            spec.tool, arguments, tool_version=spec.version, effectful=spec.effectful
+        )
+        return await self._afinish_tool(spec, call_id, position, invoke)
+
+    async def _afinish_tool(
+        self,
+        spec: ToolSpec,
+        call_id: str,
+        position: int,
+        invoke: Callable[[], Coroutine[Any, Any, Any]],
+    ) -> Any:
+        """`_finish_tool` for async functions."""
+        if spec.effectful:  # durable before the effect: resume must know it may have run
+            await self.aflush()
+        outcome = await spec.arun(invoke)
+        await self.atool_result(call_id, caused_by=position, **outcome.envelope)
+        return outcome.result()
+
     # Closing ---------------------------------------------------------------------------------
 
     def complete(self, outcome: str = "answered") -> RecordedEvent:
-        """Record RunCompleted (with the event count and head hash) and close the run."""
-        self.flush()
-        event = _build(
-            RunCompleted,
-            event_count=self.position + 1,
-            head_hash=self._run.head_hash,
-            outcome=outcome,
-        )
-        self.record(event)
-        return self.recorded[-1]
+        """Record RunCompleted (with the event count and head hash) and close the run.
+
+        Waits for every commit in flight first (from any thread): the end event names the head
+        of the committed chain.
+        """
+        while True:
+            self.flush()
+            with self._op():
+                closed = self._close(
+                    lambda count, head: _build(
+                        RunCompleted, event_count=count, head_hash=head, outcome=outcome
+                    )
+                )
+            if closed:
+                return self.recorded[-1]
+
+    async def acomplete(self, outcome: str = "answered") -> RecordedEvent:
+        """`complete`, awaitable."""
+        while True:
+            await self.aflush()
+            with self._deferring(), self._op():
+                closed = self._close(
+                    lambda count, head: _build(
+                        RunCompleted, event_count=count, head_hash=head, outcome=outcome
+                    )
+                )
+            if closed:
+                await self.aflush()
+                return self.recorded[-1]
 
     def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
-        """Record RunFailed with the error and close the run."""
+        """Record RunFailed with the error and close the run.
+
+        What was pending and cannot be committed is dropped, so the failure itself is recorded.
+        """
+        info = error if isinstance(error, ErrorInfo) else _error(error)
+        while True:
+            self._settle()
+            with self._op():
+                closed = self._close(
+                    lambda count, head: _build(
+                        RunFailed, event_count=count, head_hash=head, error=info
+                    )
+                )
+            if closed:
+                return self.recorded[-1]
+
+    async def afail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
+        """`fail`, awaitable."""
+        info = error if isinstance(error, ErrorInfo) else _error(error)
+        while True:
+            try:
+                await self.aflush()
+            except LedgerError:
+                self._drop_pending()
+            with self._deferring(), self._op():
+                closed = self._close(
+                    lambda count, head: _build(
+                        RunFailed, event_count=count, head_hash=head, error=info
+                    )
+                )
+            if closed:
+                await self.aflush()
+                return self.recorded[-1]
+
+    def _settle(self) -> None:
+        """Flush, dropping what cannot be committed (before recording a failure)."""
         try:
             self.flush()
         except LedgerError:
+            self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        with self._lock:
             self._pending.clear()
             self._blobs.clear()
-        info = error if isinstance(error, ErrorInfo) else _error(error)
-        self.record(
-            _build(
-                RunFailed,
-                event_count=self.position + 1,
-                head_hash=self._run.head_hash,
-                error=info,
-            )
-        )
-        return self.recorded[-1]
+
+    def _close(self, build: Callable[[int, str], LedgerEvent]) -> bool:
+        """Record the end event built from the committed head, if nothing is in flight.
+
+        Called inside an operation after a flush; False when another thread recorded in between
+        (the caller flushes again and retries).
+        """
+        with self._state:
+            busy = bool(self._inflight or self._pending)
+            head = self._run.head_hash
+        if busy:
+            return False
+        self.record(build(self.position + 1, head))
+        return True
+
+    @property
+    def _open(self) -> bool:
+        return not self._ended and self._run.status == "running"
 
     def __enter__(self) -> RunRecorder:
         return self
@@ -690,13 +1156,96 @@ class RunRecorder:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._run.status != "running":
+        if not self._open:
             return
         if exc is None:
             self.complete()
         else:
             self._depth = 0
             self.fail(exc)
+
+    async def __aenter__(self) -> RunRecorder:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._open:
+            return
+        if exc is None:
+            await self.acomplete()
+        else:
+            self._depth = 0
+            await self.afail(exc)
+
+    # Awaitable twins -------------------------------------------------------------------------
+
+    arecord = _awaitable(record)
+    amodel_call = _awaitable(model_call)
+    arecord_call = _awaitable(record_call)
+    atool_call = _awaitable(tool_call)
+    atool_result = _awaitable(tool_result)
+    atool = _awaitable(tool)
+    adelta = _awaitable(delta)
+    aplan = _awaitable(plan)
+    apolicy = _awaitable(policy)
+    aguardrail = _awaitable(guardrail)
+    aclarify = _awaitable(clarify)
+    aanswer = _awaitable(answer)
+
+
+class AsyncRunStart:
+    """What `Ledger.arecord_run` returns: ``async with`` it, or ``await`` it for the recorder.
+
+    ``async with ledger.arecord_run(...) as run:`` commits RunStarted when the block is entered
+    and RunCompleted (or RunFailed, then re-raises) when it ends; ``run = await
+    ledger.arecord_run(...)`` only starts the run (close it with ``async with run:`` or
+    ``await run.acomplete()``).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        started: RunStarted,
+        run_id: str,
+        blobs: Mapping[str, bytes],
+        prompt_texts: Mapping[str, str],
+    ) -> None:
+        self._ledger = ledger
+        self._started = started
+        self.run_id = run_id
+        self._blobs = blobs
+        self._texts = prompt_texts
+        self._recorder: RunRecorder | None = None
+
+    async def _open(self) -> RunRecorder:
+        if self._recorder is None:
+            self._recorder = await RunRecorder._astart(
+                self._ledger,
+                self._started,
+                self.run_id,
+                blobs=self._blobs,
+                prompt_texts=self._texts,
+            )
+        return self._recorder
+
+    def __await__(self) -> Any:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> RunRecorder:
+        return await self._open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._recorder is not None
+        await self._recorder.__aexit__(exc_type, exc, tb)
 
 
 class _LivePort:
@@ -713,14 +1262,58 @@ class _LivePort:
         return self._recorder.record_call(call)
 
     async def arecord_call(self, call: CallRecord) -> int:
-        import asyncio  # only async callers pay for it
+        return await self._recorder.arecord_call(call)
 
-        return await asyncio.to_thread(self._recorder.record_call, call)
-
-    def serve_call(self, call: CallRecord) -> ServedCall:
+    def serve_call(self, call: CallRecord) -> ServedCall | None:
         del call
         msg = "a recording run serves nothing from a record: call the model"
         raise LedgerError(msg)
+
+
+_EMPTY_NODE = blob_ref(canonical_json({"message": None, "parent_ref": None}))
+
+
+def call_fingerprint(call: CallRecord) -> str:
+    """The request fingerprint a recorder stores for ``call``, prefixed with its provider.
+
+    Equal for two calls exactly when provider, model, params, messages and tools are: what a
+    replay matches an instrumented call against its record by (``provider:`` +
+    `request_fingerprint` of the ModelCalled it would record). Nothing is stored.
+    """
+    messages_ref, tools_ref = request_refs(call.messages, call.tools)
+    fingerprint = request_fingerprint(
+        {
+            "model": call.model,
+            "params": dict(call.params),
+            "messages_ref": messages_ref,
+            "tools_ref": tools_ref,
+        }
+    )
+    return f"{call.provider}:{fingerprint}"
+
+
+def request_refs(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+) -> tuple[str, str | None]:
+    """The ``messages_ref`` and ``tools_ref`` a recorder stores for a request (nothing stored)."""
+    parent: str | None = None
+    for message in messages:
+        parent = blob_ref(canonical_json({"message": dict(message), "parent_ref": parent}))
+    tools_ref = blob_ref(canonical_json(list(tools))) if tools else None
+    return parent or _EMPTY_NODE, tools_ref
+
+
+def _starting(
+    ledger: Ledger, started: RunStarted, blobs: Mapping[str, bytes] | None
+) -> tuple[RunStarted, Prepared, dict[str, bytes]]:
+    """RunStarted as committed (a large input moved to a blob), prepared, with its blobs."""
+    all_blobs = dict(blobs or {})
+    if started.input is not None and len(canonical_json(started.input)) > INLINE_LIMIT:
+        canonical = ledger.limits.canonical(started.input, "the run's input")
+        ref = blob_ref(canonical)
+        all_blobs[ref] = canonical
+        started = started.model_copy(update={"input": None, "input_ref": ref})
+    return started, ledger._prepare(started), all_blobs
 
 
 def _build(schema: type[_M], /, **fields: Any) -> _M:

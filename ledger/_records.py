@@ -53,6 +53,9 @@ class RunIndexUpdate:
     updated_at: str
     started: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
+    entry: bool = False
+    """The run was started here by `Ledger.record_function` (its RunStarted names an entry point
+    this ledger recorded, not one an import brought in)."""
 
 
 @dataclass(frozen=True)

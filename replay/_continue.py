@@ -30,6 +30,7 @@ from typing import Any
 from agentledger.agents.models import ChatModel
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.ledger import Ledger, RunRecorder
+from agentledger.replay._functions import fork_function, is_function_run, resume_function
 from agentledger.replay._outcome import run_problem
 from agentledger.replay._ports import RecordedTools
 from agentledger.replay._recorder import ANNOTATION, CheckingRecorder
@@ -97,6 +98,7 @@ def resume_run(
     tools: ToolRegistry | None = None,
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
+    entry: str | None = None,
 ) -> ContinueResult:
     """Continue a run that stopped mid-way (its process died) from its last recorded event.
 
@@ -104,8 +106,14 @@ def resume_run(
     by role or ``"default"``, else ``model`` as a ``provider:model`` spec, else the recorded
     vendor model). Raises ``NotResumableError`` for a finished run, or when an effectful tool
     call has no recorded result and ``allow_effects`` is off; ``ReplayDivergenceError`` when
-    re-executing the prefix records something else (the code or prompts changed).
+    re-executing the prefix records something else (the code or prompts changed). A run
+    recorded from a user's function is continued by running that function again (``entry`` as
+    for ``replay_run``), its clients and recorded tools served from the record, then live.
     """
+    if entry is not None or is_function_run(ledger, run_id):
+        _no_models(models, model)
+        resumed = resume_function(ledger, run_id, entry=entry, allow_effects=allow_effects)
+        return _result(ledger, run_id, None, resumed.compared)
     recorded = Recorded(ledger, run_id, prompts)
     if recorded.end is not None:
         raise NotResumableError(run_id, f"it already ended ({recorded.end.kind})")
@@ -156,13 +164,32 @@ def fork_run(
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
     tags: Sequence[str] = (),
+    entry: str | None = None,
 ) -> ContinueResult:
     """Start a new run that repeats ``run_id`` up to position ``at``, then goes live.
 
     ``patch`` (a JSON Merge Patch object) is applied to the world state right after ``at``.
     Past ``at`` the models answer live (as for ``resume_run``). ``tags`` are the new run's
-    (none are inherited, as for a rerun).
+    (none are inherited, as for a rerun). A run recorded from a user's function is forked by
+    running that function (``entry`` as for ``replay_run``); it keeps its own state, so it
+    takes no patch.
     """
+    if entry is not None or is_function_run(ledger, run_id):
+        last = ledger.run(run_id).event_count
+        if not 1 <= at < last:
+            msg = f"--at {at}: run {run_id} has positions 1..{last}; fork at 1..{last - 1}"
+            raise ReplayUsageError(msg)
+        if patch is not None:
+            msg = (
+                f"run {run_id} was recorded from a function, which keeps its own state: a fork "
+                "of it takes no --patch"
+            )
+            raise ReplayUsageError(msg)
+        _no_models(models, model)
+        new_id = fork_function(
+            ledger, run_id, at, entry=entry, allow_effects=allow_effects, tags=tags
+        )
+        return _result(ledger, new_id, run_id, at)
     recorded = Recorded(ledger, run_id, prompts)
     last = max(e.position for e in recorded.events if e.kind != ANNOTATION)  # notes aside
     if not 1 <= at < last:
@@ -214,6 +241,15 @@ def fork_run(
         closer.fail(ended)
         raise ended
     return _result(ledger, plain.run_id, run_id, at)
+
+
+def _no_models(models: Mapping[str, ChatModel] | None, model: str | None) -> None:
+    if models or model:
+        msg = (
+            "a run recorded from a function calls its models through its own clients: "
+            "--model does not apply (its calls past the record go to those clients)"
+        )
+        raise ReplayUsageError(msg)
 
 
 def _result(ledger: Ledger, run_id: str, parent: str | None, replayed: int) -> ContinueResult:

@@ -103,6 +103,10 @@ class CheckingRecorder(RunRecorder):
 
     def record(self, event: LedgerEvent) -> int:
         """Compare ``event`` with the recorded one at its position; write it when due."""
+        with self._op():
+            return self._record_checked(event)
+
+    def _record_checked(self, event: LedgerEvent) -> int:
         if self.divergence is not None:
             return self.position + 1
         self._pass_annotations()

@@ -41,8 +41,10 @@ from agentledger.ledger import (
 )
 from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
+from agentledger.replay._functions import is_function_run, replay_function
 from agentledger.replay._ports import Record, RecordedModel, RecordedTools
 from agentledger.replay._recorder import END_KINDS, Beyond, CheckingRecorder, ReplayStopped, run_end
+from agentledger.replay._serving import STALL_TIMEOUT_S
 from agentledger.replay.errors import ReplayDivergenceError, ReplayUsageError
 from agentledger.tools import ToolRegistry, builtin_registry
 
@@ -244,8 +246,18 @@ def replay_run(
     prompts: PromptLibrary | None = None,
     models: Mapping[str, ChatModel] | None = None,
     raise_on_divergence: bool = True,
+    entry: str | None = None,
+    stall_timeout: float = STALL_TIMEOUT_S,
 ) -> ReplayResult:
     """Re-execute ``run_id`` with every answer served from its record; compare every event.
+
+    A run recorded from a user's function (``Ledger.record_function``) is replayed by importing
+    that function (from the working directory or ``PYTHONPATH``) and running it with its
+    instrumented clients and recorded tools answering from the record; ``entry``
+    (``module:qualname``) names another function to run, and is required for a run this
+    ledger did not record itself (an imported one). Concurrent calls are recorded at their
+    recorded positions; a call that waits ``stall_timeout`` seconds for the events before it
+    is a divergence (see ``agentledger.replay._serving``).
 
     Writes nothing. ``tools`` must hold the tools the run used (default: the built-ins); their
     results come from the record, never from running them. ``models`` replaces the record for
@@ -254,6 +266,18 @@ def replay_run(
     differs (or returns it in the result with ``raise_on_divergence=False``). A run that never
     finished replays up to its last recorded event.
     """
+    if entry is not None or is_function_run(ledger, run_id):
+        if models:
+            msg = "models= replaces a bundled agent's roles; a function run uses its own clients"
+            raise ReplayUsageError(msg)
+        result: ReplayResult = replay_function(
+            ledger,
+            run_id,
+            entry=entry,
+            raise_on_divergence=raise_on_divergence,
+            stall_timeout=stall_timeout,
+        )
+        return result
     recorded = Recorded(ledger, run_id, prompts)
     holder: list[CheckingRecorder] = []
     beyond: Beyond = "diverge" if recorded.finished else "stop"
@@ -344,12 +368,25 @@ def replay_all(
     tools: ToolRegistry | None = None,
     prompts: PromptLibrary | None = None,
     progress: Callable[[int, int, ReplayResult], None] | None = None,
+    entry: str | None = None,
+    stall_timeout: float = STALL_TIMEOUT_S,
 ) -> list[ReplayResult]:
-    """Replay many runs (default: every run); never raises for a divergence."""
+    """Replay many runs (default: every run); never raises for a divergence.
+
+    ``entry`` is the function to run for every selected run (see `replay_run`).
+    """
     ids = list(run_ids) if run_ids is not None else ledger.run_ids()
     results: list[ReplayResult] = []
     for index, run_id in enumerate(ids, 1):
-        result = replay_run(ledger, run_id, tools=tools, prompts=prompts, raise_on_divergence=False)
+        result = replay_run(
+            ledger,
+            run_id,
+            tools=tools,
+            prompts=prompts,
+            raise_on_divergence=False,
+            entry=entry,
+            stall_timeout=stall_timeout,
+        )
         results.append(result)
         if progress is not None:
             progress(index, len(ids), result)

@@ -24,6 +24,7 @@ from agentledger.agents import AgentConfig, build_agent, normalize_config
 from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.ledger import Ledger, LedgerError, RunRecorder, UnknownRunError
+from agentledger.replay._functions import is_function_run, rerun_function_run
 from agentledger.replay._outcome import describe_error, run_problem
 from agentledger.replay._ports import CachedModel, RecordedTools
 from agentledger.replay._replay import Recorded
@@ -188,6 +189,7 @@ def rerun(
     prompts: PromptLibrary | None = None,
     allow_effects: bool = False,
     tags: Sequence[str] = (),
+    entry: str | None = None,
 ) -> RerunResult:
     """Re-execute ``run_id`` as a new linked run with ``overrides``; see the module doc.
 
@@ -196,9 +198,22 @@ def rerun(
     RunFailed, ``NoLiveModelError``) when the original used a scripted model. ``tags`` are the
     new run's (none are inherited). A run that fails (a script runs out, a tool raises) is
     returned with status ``failed`` and the reason in ``error``; an error before the new run
-    starts (an unknown prompt version, a run that cannot be rebuilt) is raised.
+    starts (an unknown prompt version, a run that cannot be rebuilt) is raised. A run recorded
+    from a user's function reruns that function (``entry`` as for ``replay_run``): requests
+    the record answers are served, the others go to the function's own clients.
     """
     overrides = overrides or Overrides()
+    if entry is not None or is_function_run(ledger, run_id):
+        result: RerunResult = rerun_function_run(
+            ledger,
+            run_id,
+            overrides,
+            library=prompts,
+            allow_effects=allow_effects,
+            tags=tags,
+            entry=entry,
+        )
+        return result
     recorded = Recorded(ledger, run_id, prompts)
     config = overrides.apply(recorded)
     orchestration = build_agent(recorded.started.agent, config)
@@ -290,6 +305,7 @@ def rerun_many(
     allow_effects: bool = False,
     tags: Sequence[str] = (),
     progress: Callable[[int, int, RerunResult], None] | None = None,
+    entry: str | None = None,
 ) -> list[RerunResult]:
     """Rerun each run of a selection with the same overrides and tags, reporting progress.
 
@@ -311,6 +327,7 @@ def rerun_many(
                 prompts=prompts,
                 allow_effects=allow_effects,
                 tags=tags,
+                entry=entry,
             )
         except LedgerError as error:
             if not isinstance(error, UnknownRunError):

@@ -7,6 +7,8 @@ its own: its blocks run in order in one namespace, in a fresh temporary director
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -25,14 +27,23 @@ def python_blocks(page: Path = README) -> list[str]:
 
 
 def run_blocks(page: Path) -> None:
-    """Run a page's Python blocks in order, sharing one namespace."""
-    namespace: dict[str, object] = {"__name__": page.stem.replace("-", "_")}
-    for number, block in enumerate(python_blocks(page), start=1):
-        # dont_inherit: a block runs as a pasted script would, without this module's
-        # `from __future__ import annotations` (which would turn its annotations into strings)
-        where = f"{page.relative_to(ROOT)} python block {number}"
-        code = compile(block, where, "exec", dont_inherit=True)
-        exec(code, namespace)  # noqa: S102 - running our own documentation is the point
+    """Run a page's Python blocks in order, sharing one namespace.
+
+    The namespace is a module registered under the page's name while it runs, as a user's
+    module would be, so a function it defines can be recorded by its import path.
+    """
+    name = "docs_" + page.stem.replace("-", "_")  # never the name of a real package
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    try:
+        for number, block in enumerate(python_blocks(page), start=1):
+            # dont_inherit: a block runs as a pasted script would, without this module's
+            # `from __future__ import annotations` (which would turn annotations into strings)
+            where = f"{page.relative_to(ROOT)} python block {number}"
+            code = compile(block, where, "exec", dont_inherit=True)
+            exec(code, module.__dict__)  # noqa: S102 - running our own documentation is the point
+    finally:
+        del sys.modules[name]
 
 
 def test_readme_has_python_examples() -> None:

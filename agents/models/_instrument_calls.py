@@ -185,9 +185,10 @@ class CallSite:
         """Make (or in replay, serve) one call of a sync client."""
         sent, request = self.request(kwargs)
         stream = sent.get("stream") is True
-        if self.port.replaying:
-            return self.replay(request, stream=stream)
-        started = perf_counter()
+        served = self.port.serve_call(request) if self.port.replaying else None
+        if served is not None:
+            return self.replay(request, served, stream=stream)
+        started = perf_counter()  # live (a rerun's port serves None for a changed request)
         try:
             result = send(**sent)
         except self.vendor.errors as error:
@@ -202,9 +203,10 @@ class CallSite:
         """Make (or in replay, serve) one call of an async client."""
         sent, request = self.request(kwargs)
         stream = sent.get("stream") is True
-        if self.port.replaying:
-            return await self.areplay(request, stream=stream)
-        started = perf_counter()
+        served = self.port.serve_call(request) if self.port.replaying else None
+        if served is not None:
+            return await self.areplay(request, served, stream=stream)
+        started = perf_counter()  # live (a rerun's port serves None for a changed request)
         try:
             result = await send(**sent)
         except self.vendor.errors as error:
@@ -216,10 +218,9 @@ class CallSite:
         await self.port.arecord_call(self.completed(request, response, started))
         return result
 
-    def replay(self, request: CallRecord, *, stream: bool) -> Any:
+    def replay(self, request: CallRecord, served: ServedCall, *, stream: bool) -> Any:
         """Serve a sync call from the record: an SDK object, a stream of chunks, or its error."""
         started = perf_counter()
-        served = self.port.serve_call(request)
         if served.response is None or (served.error is not None and not stream):
             error = self.served_exception(served)
             self.port.record_call(self.served(request, served, started, stream=stream, error=error))
@@ -230,10 +231,9 @@ class CallSite:
         self.port.record_call(self.served(request, served, started, stream=False))
         return answer
 
-    async def areplay(self, request: CallRecord, *, stream: bool) -> Any:
+    async def areplay(self, request: CallRecord, served: ServedCall, *, stream: bool) -> Any:
         """Serve an async call from the record (see `replay`)."""
         started = perf_counter()
-        served = self.port.serve_call(request)
         if served.response is None or (served.error is not None and not stream):
             error = self.served_exception(served)
             await self.port.arecord_call(

@@ -215,8 +215,8 @@ class _StreamManager:
         site = self._site
         sent, request = site.request(self._kwargs, stream=True)
         started = perf_counter()
-        if site.port.replaying:
-            served = site.port.serve_call(request)
+        served = site.port.serve_call(request) if site.port.replaying else None
+        if served is not None:  # None: live (a rerun's port serves None for a changed request)
             if served.response is None:
                 error = site.served_exception(served)
                 site.port.record_call(site.served(request, served, started, stream=True))
@@ -263,8 +263,8 @@ class _AsyncStreamManager:
         site = self._site
         sent, request = site.request(self._kwargs, stream=True)
         started = perf_counter()
-        if site.port.replaying:
-            served = site.port.serve_call(request)
+        served = site.port.serve_call(request) if site.port.replaying else None
+        if served is not None:  # None: live (a rerun's port serves None for a changed request)
             if served.response is None:
                 error = site.served_exception(served)
                 await site.port.arecord_call(site.served(request, served, started, stream=True))

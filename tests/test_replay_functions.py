@@ -1,0 +1,187 @@
+"""Replay, rerun, resume, fork and diff of runs recorded from a user's function."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from user_code import agents
+
+from agentledger.agents.prompts import PromptLibrary
+from agentledger.ledger import Ledger, RunRecorder
+from agentledger.replay import (
+    Overrides,
+    ReplayDivergenceError,
+    ReplayUsageError,
+    diff_runs,
+    fork_run,
+    replay_run,
+    rerun,
+    resume_run,
+)
+
+TERSE = agents.SYSTEM
+
+
+@pytest.fixture(autouse=True)
+def original_prompt() -> Iterator[None]:
+    """Each test starts (and ends) with the agents' original system prompt."""
+    agents.SYSTEM = TERSE
+    yield
+    agents.SYSTEM = TERSE
+
+
+@pytest.mark.parametrize("agent", ["triage", "gathered", "threaded", "streamed", "marked"])
+def test_a_function_run_replays_identically(ledger: Ledger, agent: str) -> None:
+    """Sync, async (gather), four threads, a stream, the decorator form: identical, no calls."""
+    _, run_id = ledger.record_function(getattr(agents, agent), "Weather in Oslo?")
+    result = replay_run(ledger, run_id)
+    assert result.identical
+    assert result.finished
+    assert result.events == ledger.run(run_id).event_count
+
+
+def test_concurrent_calls_replay_in_their_recorded_completion_order(ledger: Ledger) -> None:
+    """The gathered calls completed in reverse start order; replay puts each at its position."""
+    _, run_id = ledger.record_function(agents.gathered, "q")
+    asked = [
+        ledger.conversation(e.payload["messages_ref"])[-1]["content"]
+        for e in ledger.events(run_id)
+        if e.kind == "ModelCalled"
+    ]
+    assert asked == list(reversed(agents.CITIES))  # the fastest answered first
+    for _ in range(3):
+        assert replay_run(ledger, run_id).identical
+
+
+def test_a_changed_prompt_string_diverges_at_that_call(ledger: Ledger) -> None:
+    """Replay names the first call whose request changed, the path and the message."""
+    _, run_id = ledger.record_function(agents.triage, "Weather in Oslo?")
+    agents.SYSTEM = "You are a chatty travel assistant."
+    with pytest.raises(ReplayDivergenceError) as caught:
+        replay_run(ledger, run_id)
+    found = caught.value.divergence
+    assert (found.position, found.expected_kind, found.actual_kind) == (
+        2,
+        "ModelCalled",
+        "ModelCalled",
+    )
+    assert [c.path for c in found.changes] == ["/messages_ref"]
+    assert "message 1 (system)" in found.summary()
+    assert "chatty" in found.summary()
+
+
+def test_a_changed_prompt_in_concurrent_code_diverges_at_its_own_call(ledger: Ledger) -> None:
+    """Under asyncio.gather the changed request is matched to the call it resembles most."""
+    _, run_id = ledger.record_function(agents.gathered, "q")
+    first = next(e for e in ledger.events(run_id) if e.kind == "ModelCalled").position
+    agents.SYSTEM = "Changed."
+    result = replay_run(ledger, run_id, raise_on_divergence=False)
+    assert not result.identical
+    assert result.divergence is not None
+    assert result.divergence.expected_kind == "ModelCalled"
+    assert result.divergence.position >= first
+
+
+def test_a_recorded_tool_is_served_not_called_in_replay(ledger: Ledger) -> None:
+    """A failed effectful tool replays its recorded failure as the same exception type."""
+    with pytest.raises(ConnectionError):
+        ledger.record_function(agents.failing, "ops@example.com")
+    (info,) = ledger.runs()
+    assert replay_run(ledger, info.run_id).identical
+
+
+def test_an_imported_run_requires_an_entry(ledger: Ledger, tmp_path: Path) -> None:
+    """Replay never runs code named only by a record it did not make; --entry says which."""
+    with Ledger.open("memory://") as source:
+        _, run_id = source.record_function(agents.triage, "Weather in Oslo?")
+        source.export_run(run_id, tmp_path / "run.jsonl")
+    ledger.import_file(tmp_path / "run.jsonl")
+    with pytest.raises(ReplayUsageError, match="did not record it"):
+        replay_run(ledger, run_id)
+    with pytest.raises(ReplayUsageError, match="did not record it"):
+        rerun(ledger, run_id)
+    assert replay_run(ledger, run_id, entry="user_code.agents:triage").identical
+    with pytest.raises(ReplayUsageError, match="cannot import module 'nowhere'"):
+        replay_run(ledger, run_id, entry="nowhere:agent")
+
+
+def test_a_run_without_an_entry_replays_a_function_given_one(ledger: Ledger) -> None:
+    """A run recorded by record_run can be checked against a function named with entry."""
+    with ledger.record_run("plain", input="Weather in Oslo?") as run:
+        agents.triage(run, "Weather in Oslo?")
+    assert replay_run(ledger, run.run_id, entry="user_code.agents:triage").identical
+    other = replay_run(
+        ledger, run.run_id, entry="user_code.agents:prompted", raise_on_divergence=False
+    )
+    assert not other.identical
+
+
+def test_rerun_serves_unchanged_calls_and_sends_changed_ones_live(ledger: Ledger) -> None:
+    """An unchanged rerun is all served; a changed prompt goes live; diff shows the message."""
+    _, run_id = ledger.record_function(agents.triage, "Weather in Oslo?")
+    same = rerun(ledger, run_id)
+    assert (same.served_model_calls, same.live_model_calls, same.served_tool_calls) == (2, 0, 1)
+    called = [e for e in ledger.events(same.run_id) if e.kind == "ModelCalled"]
+    assert called[0].payload["served_from"] == f"{run_id}@2"
+    assert called[0].payload.get("usage", {}) == {}
+    assert replay_run(ledger, same.run_id).identical
+    agents.SYSTEM = "You are a chatty travel assistant."
+    changed = rerun(ledger, run_id)
+    assert (changed.served_model_calls, changed.live_model_calls) == (0, 2)
+    started = ledger.events(changed.run_id)[0].payload
+    assert (started["relation"], started["parent_run_id"]) == ("rerun", run_id)
+    diff = diff_runs(ledger, run_id, changed.run_id)
+    assert not diff.identical
+
+
+def test_rerun_with_a_new_prompt_version_reads_it_through_prompt_text(ledger: Ledger) -> None:
+    """A prompt version from the library reaches run.prompt_text; overriding a model is refused."""
+    _, run_id = ledger.record_function(agents.prompted, "hi", prompts={"system": ("v1", "Brief.")})
+    library = PromptLibrary({"system": {"v2": "Thorough."}})
+    result = rerun(ledger, run_id, Overrides(prompt_versions={"system": "v2"}), prompts=library)
+    assert (result.served_model_calls, result.live_model_calls) == (0, 1)
+    prompts = ledger.events(result.run_id)[0].payload["config"]["prompts"]
+    assert prompts["system"]["version"] == "v2"
+    with pytest.raises(ReplayUsageError, match="has no version 'v9'"):
+        rerun(ledger, run_id, Overrides(prompt_versions={"system": "v9"}), prompts=library)
+    with pytest.raises(ReplayUsageError, match="cannot override model"):
+        rerun(ledger, run_id, Overrides(model="openai:gpt-4o"))
+
+
+def test_fork_repeats_the_prefix_then_goes_live(ledger: Ledger) -> None:
+    """A fork at N copies 1..N from the record and runs the rest; a patch is refused."""
+    _, run_id = ledger.record_function(agents.triage, "Weather in Oslo?")
+    forked = fork_run(ledger, run_id, 4)
+    assert forked.status == "completed"
+    assert forked.replayed_events == 4
+    assert replay_run(ledger, forked.run_id).identical
+    with pytest.raises(ReplayUsageError, match="takes no --patch"):
+        fork_run(ledger, run_id, 4, patch={"a": 1})
+
+
+def test_resume_continues_a_function_run_whose_process_died(ledger: Ledger) -> None:
+    """A run cut short after its first call resumes: served prefix, live rest, verifies."""
+    _, full = ledger.record_function(agents.triage, "Weather in Oslo?")
+    with ledger.record_run("triage", input="Weather in Oslo?", entry=_entry(ledger, full)) as run:
+        _replay_prefix(run, ledger, full, upto=2)
+        cut = run.run_id
+        run._ended = True  # the process "died": no end event
+    result = resume_run(ledger, cut)
+    assert result.status == "completed"
+    assert [e.kind for e in ledger.events(cut)] == [e.kind for e in ledger.events(full)]
+    assert ledger.verify(cut).ok
+    assert replay_run(ledger, cut).identical
+
+
+def _entry(ledger: Ledger, run_id: str) -> object:
+    from agentledger.ledger.events import EntryPoint
+
+    return EntryPoint.model_validate(ledger.events(run_id)[0].payload["entry"])
+
+
+def _replay_prefix(run: RunRecorder, ledger: Ledger, source: str, upto: int) -> None:
+    """Record the source run's events 2..upto again in ``run`` (same request, same answer)."""
+    for event in ledger.events(source, after=1, upto=upto):
+        run.record(event.event)

@@ -1,0 +1,1 @@
+"""User code recorded with ``Ledger.record_function`` in tests: replay imports it by path."""

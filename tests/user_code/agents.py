@@ -1,0 +1,155 @@
+"""Agents written as a user would: plain functions, an instrumented client, recorded tools.
+
+Replay imports them back as ``user_code.agents:NAME`` (``tests/`` is on the import path under
+pytest; subprocess tests set ``PYTHONPATH``). Module constants stand in for the prompt strings a
+user edits between recording and replaying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from agentledger.agents.testing import AsyncScriptedClient, ScriptedClient
+from agentledger.ledger import RunRecorder, recorded_function
+
+SYSTEM = "You are a terse travel assistant."
+"""The system prompt the sync agents send (tests change it to make replay diverge)."""
+
+CITIES = {"Oslo": 3, "Lima": 19, "Pune": 31, "Nuuk": -8}
+
+
+def echo(messages: list[dict[str, Any]]) -> str:
+    """A scripted answer: names what was asked last."""
+    return f"answer to: {messages[-1]['content']}"
+
+
+def by_city(messages: list[dict[str, Any]]) -> float:
+    """Slower answers for earlier cities, so concurrent calls complete in reverse order."""
+    text = str(messages[-1]["content"])
+    order = list(CITIES)
+    for index, city in enumerate(order):
+        if city in text:
+            return 0.002 * (len(order) - index)
+    return 0.0
+
+
+def triage(run: RunRecorder, question: str) -> str:
+    """Two sequential model calls, a recorded tool and an answer (sync)."""
+    client = run.instrument(ScriptedClient(echo))
+
+    @run.recorded_tool
+    def weather(city: str) -> dict[str, Any]:
+        return {"city": city, "temp_c": CITIES[city]}
+
+    first = client.chat.completions.create(
+        model="scripted-1",
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        temperature=0.0,
+    )
+    found = weather("Oslo")
+    run.delta({"weather": {found["city"]: found["temp_c"]}})
+    second = client.chat.completions.create(
+        model="scripted-1",
+        messages=[
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": first.choices[0].message.content},
+            {"role": "user", "content": f"It is {found['temp_c']} C. Summarise."},
+        ],
+    )
+    answer = second.choices[0].message.content
+    run.answer(answer)
+    return str(answer)
+
+
+def prompted(run: RunRecorder, question: str) -> str:
+    """One call whose system prompt is the run's prompt ``system`` (rerun can change it)."""
+    client = run.instrument(ScriptedClient(echo))
+    reply = client.chat.completions.create(
+        model="scripted-1",
+        messages=[
+            {"role": "system", "content": run.prompt_text("system")},
+            {"role": "user", "content": question},
+        ],
+    )
+    run.answer(reply.choices[0].message.content)
+    return str(reply.choices[0].message.content)
+
+
+async def gathered(run: RunRecorder, question: str) -> list[str]:  # noqa: ARG001
+    """Concurrent calls in one run (asyncio.gather), completing out of start order."""
+    client = run.instrument(AsyncScriptedClient(echo, latency_s=by_city))
+
+    @run.recorded_tool(name="lookup")
+    async def lookup(city: str) -> int:
+        await asyncio.sleep(0)
+        return CITIES[city]
+
+    async def ask(city: str) -> str:
+        reply = await client.chat.completions.create(
+            model="scripted-1",
+            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": city}],
+        )
+        temp = await lookup(city)
+        return f"{reply.choices[0].message.content} ({temp} C)"
+
+    answers = await asyncio.gather(*(ask(city) for city in CITIES))
+    await run.aanswer(" | ".join(answers))
+    return list(answers)
+
+
+def threaded(run: RunRecorder, question: str) -> int:
+    """Four threads writing one run: model calls, recorded tools and deltas."""
+    client = run.instrument(ScriptedClient(echo, latency_s=by_city))
+
+    @run.recorded_tool
+    def temperature(city: str) -> int:
+        return CITIES[city]
+
+    def work(city: str) -> None:
+        for turn in range(3):
+            client.chat.completions.create(
+                model="scripted-1",
+                messages=[{"role": "user", "content": f"{question} {city} #{turn}"}],
+            )
+            temperature(city)
+
+    threads = [threading.Thread(target=work, args=(city,)) for city in CITIES]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run.delta({"cities": len(CITIES)})
+    return len(CITIES)
+
+
+def streamed(run: RunRecorder, question: str) -> str:
+    """A streamed call: the chunks pass through, the assembled answer is recorded."""
+    client = run.instrument(ScriptedClient(echo, chunk_size=4))
+    pieces = [
+        chunk.choices[0].delta.content or ""
+        for chunk in client.chat.completions.create(
+            model="scripted-1", messages=[{"role": "user", "content": question}], stream=True
+        )
+    ]
+    text = "".join(pieces)
+    run.answer(text)
+    return text
+
+
+def failing(run: RunRecorder, question: str) -> None:
+    """A tool that raises: the failure is recorded and the run fails."""
+
+    @run.recorded_tool(effectful=True)
+    def send(to: str) -> None:
+        raise ConnectionError(f"cannot reach {to}")
+
+    send(question)
+
+
+@recorded_function(agent="marked", tags=["decorated"], prompts={"system": ("v1", SYSTEM)})
+def marked(run: RunRecorder, question: str) -> str:
+    """The decorator form: defaults for agent, tags and prompts."""
+    return prompted(run, question)
