@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -221,10 +222,15 @@ def _print_divergence(result: ReplayResult) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Replay one run or every run; exit 1 if any diverges."""
+    """Replay one run or every run; exit 1 if any diverges (or, with --all, cannot be replayed).
+
+    With --all a run that cannot be replayed (an imported function run without --entry, a
+    LangGraph thread) is listed as not replayed and the others go on.
+    """
     _check_replay_args(args)
     library = _library(args)
     results: list[ReplayResult] = []
+    skipped: list[tuple[str, str]] = []  # --all: runs that cannot be replayed, and why
     interrupted = False
     with open_ledger(args, read_only="auto") as ledger:
         ids = ledger.run_ids() if args.all else [resolve_run(ledger, args.run)]
@@ -236,29 +242,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 bar(index, total, result)
 
         try:
-            replay_all(
-                ledger,
-                ids,
-                prompts=library,
-                progress=keep,
-                entry=args.entry,
-                stall_timeout=args.stall_timeout,
-            )
-        except (ReplayError, AgentError) as error:
-            raise CliError(f"{type(error).__name__}: {error}") from None
+            for index, run_id in enumerate(ids, 1):
+                try:
+                    replay_all(
+                        ledger,
+                        [run_id],
+                        prompts=library,
+                        progress=partial(_one_of, keep, index, len(ids)),
+                        entry=args.entry,
+                        stall_timeout=args.stall_timeout,
+                    )
+                except (ReplayError, AgentError) as error:
+                    if not args.all:
+                        raise CliError(f"{type(error).__name__}: {error}") from None
+                    skipped.append((run_id, f"{type(error).__name__}: {error}"))
         except KeyboardInterrupt:
             interrupted = True
             if bar is not None:
                 print(file=sys.stderr)
-    if args.json:
-        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
-    else:
-        for result in results:
-            if result.identical:
-                state = "identical" if result.finished else "identical so far (run unfinished)"
-                print(f"{result.run_id}  {state}: {plural(result.events, 'event')}")
-            else:
-                _print_divergence(result)
+    _print_replays(results, skipped, as_json=args.json)
     if interrupted:
         print(
             f"agentledger: interrupted after {len(results)} of {plural(len(ids), 'run')}; "
@@ -266,7 +268,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    return 0 if all(r.identical for r in results) else 1
+    if skipped:
+        print(
+            f"agentledger: {plural(len(skipped), 'run')} could not be replayed (see above)",
+            file=sys.stderr,
+        )
+    return 0 if all(r.identical for r in results) and not skipped else 1
+
+
+def _one_of(
+    keep: Callable[[int, int, ReplayResult], None],
+    index: int,
+    total: int,
+    _one: int,
+    _of: int,
+    result: ReplayResult,
+) -> None:
+    """A one-run replay's progress reported as run ``index`` of ``total``."""
+    keep(index, total, result)
+
+
+def _print_replays(
+    results: list[ReplayResult], skipped: list[tuple[str, str]], *, as_json: bool
+) -> None:
+    if as_json:
+        found = [r.to_json() for r in results]
+        found += [{"run_id": run_id, "replayed": False, "reason": why} for run_id, why in skipped]
+        print(json.dumps(found, ensure_ascii=False, indent=2))
+        return
+    for result in results:
+        if result.identical:
+            state = "identical" if result.finished else "identical so far (run unfinished)"
+            print(f"{result.run_id}  {state}: {plural(result.events, 'event')}")
+        else:
+            _print_divergence(result)
+    for run_id, why in skipped:
+        print(f"{run_id}  not replayed: {why}")
 
 
 def _check_replay_args(args: argparse.Namespace) -> None:

@@ -84,6 +84,15 @@ def test_an_imported_script_run_needs_entry(
     sys.modules.pop("my_agent", None)
     assert main(["--db", other, "replay", run_id, "--entry", "my_agent:agent"]) == 0
     assert main(["--db", other, "replay", "--all", "--entry", "my_agent:agent"]) == 2
+    with Ledger.open(other) as ledger, ledger.record_run("plain", input="q") as plain:
+        plain.answer("a")
+    capsys.readouterr()
+    assert main(["--db", other, "replay", "--all"]) == 1  # neither can be: both are listed
+    done = capsys.readouterr()
+    assert f"{run_id}  not replayed: " in done.out
+    assert "--entry my_agent:agent" in done.out
+    assert f"{plain.run_id}  not replayed: " in done.out  # the batch went on past the first
+    assert "2 runs could not be replayed" in done.err
     assert main(["--db", db, "rerun", run_id]) == 0
     assert "2 model calls served from the record, 0 live" in capsys.readouterr().err
     assert main(["--db", db, "fork", run_id, "--at", "2"]) == 0
