@@ -12,6 +12,7 @@ not read the ledger.
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from agentledger.cli._report_assets import CSP
@@ -110,17 +111,7 @@ def _first(diff: RunDiff) -> str:
 
 def _totals(a: Totals, b: Totals, delta: Totals) -> str:
     rows = []
-    for name in (
-        "events",
-        "model_calls",
-        "tool_calls",
-        "tool_errors",
-        "guardrail_trips",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "latency_ms",
-    ):
+    for name in (f.name for f in fields(Totals)):
         values = (getattr(a, name), getattr(b, name), getattr(delta, name))
         cells = "".join(f"<td>{esc(_number(v))}</td>" for v in values)
         rows.append(f"<tr><th>{esc(name.replace('_', ' '))}</th>{cells}</tr>")
