@@ -161,6 +161,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--note", required=True)
     p.add_argument("--reason")
     p.add_argument("--position", type=int, help="the position the note is about")
+    p.add_argument("--json", action="store_true", help="print the recorded note as JSON")
     p.set_defaults(func=cmd_annotate)
 
 
@@ -493,5 +494,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             reason=args.reason,
             about_position=args.position,
         )
-    print(f"annotated run {run_id} at position {record.position}")
+    if args.json:
+        print(json.dumps(record.envelope(), indent=2, ensure_ascii=False))
+    else:
+        print(f"annotated run {run_id} at position {record.position}")
     return 0

@@ -126,6 +126,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _library_option(p)
     _entry_option(p)
+    p.add_argument("--json", action="store_true", help="print the new run as JSON")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("fork", help="start a new run from position N of a recorded run")
@@ -143,6 +144,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--allow-effects", action="store_true")
     _library_option(p)
     _entry_option(p)
+    p.add_argument("--json", action="store_true", help="print the new run as JSON")
     p.set_defaults(func=cmd_fork)
 
 
@@ -462,11 +464,15 @@ def _carry_on(
             return 1
         except (ReplayError, AgentError) as error:
             raise CliError(f"{type(error).__name__}: {error}") from None
+    ok = result.status == "completed" and result.error is None
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        return 0 if ok else 1
     print(result.run_id)
     print(f"  {describe(run_id, result)}", file=sys.stderr)
     if result.error:
         print(f"  {_problem(result.status, result.error)}", file=sys.stderr)
-    return 0 if result.status == "completed" and result.error is None else 1
+    return 0 if ok else 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -159,3 +159,11 @@ def test_fork_with_a_scripted_model_file_continues_live(
     assert main(["--db", db, "state", new_id]) == 0
     assert json.loads(capsys.readouterr().out)["note"] == "forked"
     assert main(["--db", db, "replay", new_id]) == 0
+    capsys.readouterr()
+    assert main([*args, "--model", f"scripted:{script}", "--json"]) == 0
+    forked = json.loads(capsys.readouterr().out)
+    assert (forked["parent_run_id"], forked["status"]) == (run_id, "completed")
+    assert forked["answer"] == "A forked answer."
+    assert main(["--db", db, "annotate", new_id, "--author", "a", "--note", "n", "--json"]) == 0
+    note = json.loads(capsys.readouterr().out)
+    assert (note["kind"], note["payload"]["note"]) == ("RunAnnotated", "n")
