@@ -106,6 +106,8 @@ class RunContext:
         self._evidence: dict[str, None] = {}
         self._agent_tools: dict[str, tuple[ToolSpec, AgentToolHandler]] = {}
         self._prompts = dict(prompts)
+        self._dumps: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._last_sent: tuple[list[Message], list[dict[str, Any]]] = ([], [])
         self._prompt_refs = {
             role: recorder.prompt(p.name, p.version, p.text) for role, p in self._prompts.items()
         }
@@ -231,7 +233,7 @@ class RunContext:
         record = self.recorder.model_call(
             provider=model.provider,
             model=request.model or model_id(model),
-            messages=[m.model_dump(mode="json") for m in request.messages],
+            messages=self._dumped_all(request.messages),
             response=response.message.model_dump(mode="json") if response is not None else None,
             params=_params(request),
             tools=request.tools or None,
@@ -261,6 +263,33 @@ class RunContext:
             said = str(failure) if failure is not None else None
             self.hooks.on_model_call(ModelCallInfo(role, request, response, said, record.position))
         return response
+
+    def _dumped_all(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """The request's messages as JSON; a history that grew only dumps what is new.
+
+        The usual request re-sends the previous one's messages first: comparing that prefix is
+        one C-level pass over identical objects, and only the messages after it are dumped.
+        """
+        sent, dumps = self._last_sent
+        if len(sent) <= len(messages) and messages[: len(sent)] == sent:
+            out = dumps + [self._dumped(m) for m in messages[len(sent) :]]
+        else:
+            out = [self._dumped(m) for m in messages]
+        self._last_sent = (list(messages), out)
+        return list(out)
+
+    def _dumped(self, message: Message) -> dict[str, Any]:
+        """``message`` as JSON, dumped once per message object (messages are immutable).
+
+        A conversation re-sends its whole history with every call; dumping each message once
+        keeps a long run's recording linear rather than quadratic in its length.
+        """
+        found = self._dumps.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        dumped = message.model_dump(mode="json")
+        self._dumps[id(message)] = (message, dumped)
+        return dumped
 
     # Tools -----------------------------------------------------------------------------------
 

@@ -18,7 +18,15 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message. Tool results travel as `tool` messages answering a call id."""
@@ -138,6 +146,19 @@ class ModelRequest(_Value):
     stop: list[str] | None = None
     stream: bool = False
     extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("messages", mode="wrap")
+    @classmethod
+    def _messages_once(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> list[Message]:
+        """Messages that are already `Message`s (immutable, checked when made) pass as they are.
+
+        Re-checking every message of a long history on every request made a conversation's
+        cost grow with the square of its length.
+        """
+        if isinstance(value, list) and all(type(m) is Message for m in value):
+            return list(value)
+        checked: list[Message] = handler(value)
+        return checked
 
     @field_validator("tools")
     @classmethod
