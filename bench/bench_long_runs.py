@@ -1,0 +1,77 @@
+"""Long runs: record and replay a tools-agent run of 10k events against one of 1k events.
+
+The tools agent calls a tool every turn, so its conversation grows by two messages a turn and
+each model call re-sends the whole history: the work the ledger does per call must not grow with
+the history, or a run's cost grows with the square of its length. The runs are recorded into a
+``memory://`` ledger with a scripted model and replayed with ``replay_run``. Target: time(10k) /
+time(1k) <= 12 for both (10x the events, within noise of linear).
+
+Note: the scripted model itself estimates tokens from the whole prompt on every call, as a real
+model reads the whole prompt; that part of recording is the model's, not the ledger's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agentledger.agents import AgentConfig, run_agent
+from agentledger.agents.testing import tool_agent_script
+from agentledger.ledger import Ledger
+from agentledger.replay import replay_run
+
+TURNS, QUICK_TURNS = (200, 2000), (100, 1000)
+TARGET = 12.0
+
+
+def _once(turns: int) -> tuple[int, float, float]:
+    """(events, record seconds, replay seconds) of a tools-agent run of ``turns`` tool calls."""
+    calls = [
+        ("weather", {"place": "Harbour Front", "date": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"})
+        for i in range(turns)
+    ]
+    models = tool_agent_script(turns=[*calls, "Done."])
+    config = AgentConfig.model_validate(
+        {
+            "limits": {
+                "max_steps": turns + 5,
+                "tool_call_cap": turns + 5,
+                "token_budget": 10**9,
+                "repeat_limit": 10**6,
+                "tool_fail_cap": 10**6,
+            },
+            "options": {"max_iterations": turns + 2},
+        }
+    )
+    with Ledger.open("memory://") as ledger:
+        started = time.perf_counter()
+        run_id = run_agent(ledger, "tools", "Weather?", models=models, config=config).run_id
+        recorded = time.perf_counter() - started
+        events = ledger.run(run_id).event_count
+        started = time.perf_counter()
+        if not replay_run(ledger, run_id, raise_on_divergence=False).identical:
+            msg = f"the {turns}-turn run did not replay identically"
+            raise AssertionError(msg)
+        replayed = time.perf_counter() - started
+    return events, recorded, replayed
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Time the short and the long run; ratios long / short."""
+    short_turns, long_turns = QUICK_TURNS if quick else TURNS
+    short = _once(short_turns)
+    long = _once(long_turns)
+    rows = []
+    for index, what in ((1, "record"), (2, "replay")):
+        rows.append(
+            {
+                "name": f"{what} a tools-agent run of {long[0]:,} events vs {short[0]:,} events",
+                "value": round(long[index], 3),
+                "baseline": round(short[index], 3),
+                "target": TARGET,
+                "unit": "s",
+                "higher_is_better": False,
+                "note": "linear would be ~10x; memory:// ledger, scripted model",
+            }
+        )
+    return rows
