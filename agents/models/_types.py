@@ -155,7 +155,7 @@ class ModelRequest(_Value):
         Re-checking every message of a long history on every request made a conversation's
         cost grow with the square of its length.
         """
-        if isinstance(value, list) and all(type(m) is Message for m in value):
+        if isinstance(value, list) and set(map(type, value)) <= {Message}:  # one C-level pass
             return list(value)
         checked: list[Message] = handler(value)
         return checked
