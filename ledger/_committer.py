@@ -16,7 +16,6 @@ beyond the envelope.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -108,6 +107,8 @@ class GroupCommitter:
         """Queue ``request`` and await it; the writing happens in a worker thread."""
         if self.enqueue(request):
             self.drain_elsewhere()
+        import asyncio  # only async callers pay for it
+
         return await asyncio.wrap_future(request.future)
 
     def close(self) -> None:

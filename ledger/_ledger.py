@@ -8,7 +8,6 @@ first refer to, and the runs index) in one transaction. Must not know agents or 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import threading
@@ -269,6 +268,8 @@ class Ledger:
         """
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         if inspect.iscoroutinefunction(function):
+            import asyncio  # only an async function's run pays for it
+
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
@@ -323,6 +324,8 @@ class Ledger:
                 if inspect.iscoroutinefunction(function):
                     result = await function(run, options["input"])
                 else:
+                    import asyncio
+
                     result = await asyncio.to_thread(function, run, options["input"])
         except Exception as error:
             error.add_note(f"agentledger: run {recorder.run_id} recorded it as RunFailed")

@@ -29,7 +29,6 @@ The sync methods commit before they return.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import threading
@@ -360,6 +359,8 @@ class RunRecorder:
         if request is not None and request.leader:
             self._ledger._committer.drain_elsewhere()
         if tail is not None:
+            import asyncio  # only async callers pay for it
+
             await asyncio.wait([asyncio.wrap_future(tail)])
         self._raise_failure()
 

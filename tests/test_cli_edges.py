@@ -536,7 +536,7 @@ def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> Non
     with Ledger.open(db) as ledger, ledger.record_run("a", input="q") as run:
         run.answer("x")
     heavy = ["agentledger.agents", "openai", "anthropic", "psycopg", "sqlalchemy", "cryptography"]
-    heavy += ["structlog", "agentledger.projections", "eventsourcing.postgres"]
+    heavy += ["structlog", "agentledger.projections", "eventsourcing.postgres", "asyncio"]
     for command in (["runs"], ["show", "last"], ["verify"]):
         script = (
             "import sys\nfrom agentledger.cli import main\n"
