@@ -96,6 +96,60 @@ asyncio.run(main())
 '''
 
 
+SPANS = '''"""Spans made with the SDK's tracing API: a Responses call, a failing tool, threads."""
+import json
+import sys
+import threading
+
+from agents.tracing import (
+    SpanError,
+    agent_span,
+    custom_span,
+    function_span,
+    response_span,
+    set_trace_processors,
+    trace,
+)
+from openai.types.responses import Response
+
+from agentledger.agents.integrations.openai_agents import LedgerTracingProcessor
+from agentledger.ledger import Ledger
+
+ANSWER = Response.model_validate({
+    "id": "resp_1", "created_at": 1763000000, "model": "gpt-4o-mini", "object": "response",
+    "instructions": "You write haiku.", "parallel_tool_calls": False, "tool_choice": "auto",
+    "tools": [], "output": [{"type": "message", "id": "msg_1", "role": "assistant",
+    "status": "completed", "content": [{"type": "output_text", "text": "Snow on the cedar",
+    "annotations": []}]}], "usage": {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17,
+    "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0}},
+})
+
+
+def poet(number):
+    with trace(f"poem {number}", group_id="poems", metadata={"n": str(number)}):
+        with agent_span(name="Poet") as agent:
+            with response_span(response=ANSWER) as call:
+                call.span_data.input = f"A haiku about snow, {number}"
+            with custom_span("review", {"words": 4}):
+                with function_span("count_syllables") as tool:
+                    tool.span_data.input = '{"text": "Snow on the cedar", "api_key": "sk-live-1"}'
+                    tool.set_error(SpanError(message="syllable table missing", data=None))
+            agent.span_data.tools = ["count_syllables"]
+
+
+with Ledger.open(sys.argv[1]) as ledger:
+    processor = LedgerTracingProcessor(ledger)
+    set_trace_processors([processor])
+    threads = [threading.Thread(target=poet, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps(processor.run_ids))
+'''
+
+
 def answer(vendor: str, body: Mapping[str, Any]) -> Reply:
     """Triage hands off; the forecaster calls the tool once, then answers from its result."""
     del vendor
@@ -126,12 +180,23 @@ def run_workflow(
     tmp_path: Path, db: str, server: LoopbackServer, instructions: str, question: str
 ) -> dict[str, Any]:
     """Run the workflow script as a user would, outside the checkout; its printed result."""
-    script = tmp_path / "support_desk.py"
-    script.write_text(WORKFLOW, encoding="utf-8")
+    args = (db, server.openai_url, KEY, instructions, question)
+    result: dict[str, Any] = run_script(tmp_path, "support_desk.py", WORKFLOW, *args)
+    return result
+
+
+def run_script(where: Path, name: str, text: str, *args: str) -> Any:
+    """Run ``text`` as script ``name`` with ``python -P`` in ``where``; its printed JSON.
+
+    ``-P`` and no ``PYTHONPATH``: the checkout is not on ``sys.path``, as for an installed
+    agentledger, so ``agents`` is the SDK's package.
+    """
+    script = where / name
+    script.write_text(text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "OPENAI_API_KEY"}}
     done = subprocess.run(
-        [sys.executable, "-P", script.name, db, server.openai_url, KEY, instructions, question],
-        cwd=tmp_path,
+        [sys.executable, "-P", script.name, *args],
+        cwd=where,
         capture_output=True,
         text=True,
         env=env,
@@ -139,8 +204,7 @@ def run_workflow(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return json.loads(done.stdout)
 
 
 def cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -230,6 +294,56 @@ def test_a_tripped_guardrail_is_recorded_and_fails_the_run(
         assert events[-1].kind == "RunFailed"
         assert "Guardrail tripwire triggered" in events[-1].payload["error"]["message"]
         assert "ModelCalled" not in {e.kind for e in events}
+
+
+def test_responses_custom_spans_and_tool_errors_from_threads_are_recorded(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """Four traces at once, from threads: a Responses call, a custom step, a failing tool each.
+
+    Each trace is its own run, recorded in order, and the API key in the tool's arguments is
+    redacted.
+    """
+    run_ids = run_script(tmp_path, "poems.py", SPANS, sqlite_url)
+    assert len(set(run_ids)) == 4
+    with Ledger.open(sqlite_url) as ledger:
+        for run_id in run_ids:
+            assert ledger.verify(run_id).ok
+            events = list(ledger.events(run_id))
+            assert [e.kind for e in events] == [
+                "RunStarted",
+                "StepStarted",
+                "ModelCalled",
+                "StepStarted",
+                "ToolCalled",
+                "ToolReturned",
+                "StepCompleted",
+                "StepCompleted",
+                "RunCompleted",
+            ]
+            started = events[0].payload["input"]
+            assert started["group_id"] == "poems"
+            assert started["workflow"] == f"poem {started['metadata']['n']}"
+            model = events[2].payload
+            assert (model["model"], model["usage"]["total_tokens"]) == ("gpt-4o-mini", 17)
+            assert model["prompt"]["name"] == "Poet"
+            assert ledger.blob(model["prompt"]["text_ref"]) == "You write haiku."
+            asked = ledger.conversation(model["messages_ref"])
+            assert asked == [
+                {"role": "user", "content": f"A haiku about snow, {started['metadata']['n']}"}
+            ]
+            said = ledger.blob(model["response_ref"])["message"]
+            assert said["type"] == "message"
+            assert said["content"][0]["text"] == "Snow on the cedar"
+            assert events[3].payload["name"] == "review"
+            assert events[3].payload["parent_step_id"] == events[1].payload["step_id"]
+            called, returned = events[4].payload, events[5].payload
+            assert called["step_id"] == events[3].payload["step_id"]
+            assert called["arguments"]["text"] == "Snow on the cedar"
+            assert "sk-live-1" not in json.dumps(called)
+            assert returned["ok"] is False
+            assert returned["error"]["message"] == "syllable table missing"
+            assert events[7].payload["output"]["tools"] == ["count_syllables"]
 
 
 def test_the_bridge_imports_the_installed_sdk_past_a_shadowing_folder() -> None:
