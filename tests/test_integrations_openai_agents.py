@@ -10,10 +10,12 @@ directory with ``-P``, the bridge as installed. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
+import tomllib
 import types
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -363,13 +365,32 @@ def _forget_the_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delitem(sys.modules, name)
 
 
-def test_a_missing_extra_gives_a_one_line_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+def _not_installed(name: str) -> importlib.metadata.Distribution:
+    raise importlib.metadata.PackageNotFoundError(name)
+
+
+@pytest.mark.parametrize("how", ["not installed", "import blocked"])
+def test_a_missing_extra_gives_a_one_line_install_hint(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without the SDK, importing the bridge says how to install it, in one line."""
     _forget_the_bridge(monkeypatch)
-    monkeypatch.setitem(sys.modules, "agents", None)
+    if how == "not installed":
+        monkeypatch.setattr(importlib.metadata, "distribution", _not_installed)
+    else:
+        monkeypatch.setitem(sys.modules, "agents", None)
     with pytest.raises(ImportError, match=r"pip install 'agentledger\[openai-agents\]'$") as e:
         import agentledger.agents.integrations.openai_agents  # noqa: F401
     assert "\n" not in str(e.value)
+
+
+def test_the_core_install_does_not_pull_the_agents_sdk() -> None:
+    """The SDK is the [openai-agents] extra; the dev extra (CI) installs it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any("openai-agents" in dep for dep in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert any(dep.startswith("openai-agents>=") for dep in extras["openai-agents"])
+    assert "agentledger[openai-agents]" in extras["dev"]
 
 
 def test_another_module_named_agents_is_named_not_used(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,7 +42,7 @@ def load_agents_sdk() -> ModuleType:
         loaded = sys.modules["agents"]
         if loaded is None:  # an import of `agents` is blocked, as for a missing package
             raise ImportError(INSTALL_HINT, name="agents")
-        if _is_under(loaded, root / "agents"):
+        if _is_sdk(loaded, root):
             return loaded
         msg = (
             f"the module named 'agents' already imported is {loaded.__file__ or loaded!r}, not "
@@ -51,8 +51,8 @@ def load_agents_sdk() -> ModuleType:
         )
         raise ImportError(msg, name="agents")
     spec = PathFinder.find_spec("agents", [str(root)])
-    if spec is None or spec.loader is None:
-        raise ImportError(INSTALL_HINT, name="agents")
+    if spec is None or spec.loader is None:  # not a plain folder there: an editable install
+        return _imported_plainly(root)
     module = importlib.util.module_from_spec(spec)
     sys.modules["agents"] = module
     try:
@@ -64,8 +64,19 @@ def load_agents_sdk() -> ModuleType:
     return module
 
 
-def _is_under(module: ModuleType, folder: Path) -> bool:
+def _imported_plainly(root: Path) -> ModuleType:
+    """``import agents`` as Python finds it, refused (and forgotten) unless it is the SDK."""
+    module = importlib.import_module("agents")
+    if _is_sdk(module, root):
+        return module
+    del sys.modules["agents"]
+    msg = f"'agents' imports {module.__file__ or module!r}, not the OpenAI Agents SDK"
+    raise ImportError(msg, name="agents")
+
+
+def _is_sdk(module: ModuleType, root: Path) -> bool:
+    """Whether ``module`` is the SDK: in the distribution's folder, or with its entry points."""
     where = getattr(module, "__file__", None)
-    if not where:
-        return False
-    return Path(where).resolve().parent == folder.resolve()
+    if where and Path(where).resolve().parent == (root / "agents").resolve():
+        return True
+    return all(hasattr(module, name) for name in ("Runner", "set_trace_processors", "Agent"))
