@@ -271,6 +271,18 @@ def test_a_run_with_a_handoff_and_a_tool_call_is_recorded_verified_and_diffed(
     exported = tmp_path / "run.jsonl"
     assert cli(db, "export", first["run_id"], "-o", str(exported)).returncode == 0
     assert KEY not in exported.read_text(encoding="utf-8")
+    traced = tmp_path / "run.otlp.json"
+    assert (
+        cli(db, "export", first["run_id"], "--format", "otlp-json", "-o", str(traced)).returncode
+        == 0
+    )
+    spans = [
+        span["name"]
+        for resource in json.loads(traced.read_text(encoding="utf-8"))["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert {"step agent Forecaster", "chat gpt-4o-mini", "execute_tool weather"} <= set(spans)
     diff = cli(db, "diff", first["run_id"], second["run_id"])
     assert "prompt: Forecaster" in diff.stdout, diff.stdout + diff.stderr
     assert f"-{ONE_SENTENCE}" in diff.stdout
