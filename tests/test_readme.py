@@ -1,12 +1,17 @@
 """The README's and the docs' Python code blocks run: the documentation cannot drift.
 
 The README's ```python blocks run in order as one script. Each page under docs/ is a script of
-its own: its blocks run in order in one namespace, in a fresh temporary directory.
+its own: its blocks run in order in one namespace, in a fresh temporary directory. A page in
+`SUBPROCESS` runs as one script file in a subprocess (``python -P``, in that directory), as a
+user's script would: the OpenAI Agents SDK's package is named ``agents``, which this repository's
+root folder of that name shadows wherever the root is on ``sys.path``, as it is under pytest.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -19,6 +24,8 @@ DOCS = ROOT / "docs"
 DOC_PAGES = sorted(DOCS.glob("*.md"))
 NEEDS = {"recording-your-own-agent.md": "arecord_function"}
 """Pages whose examples use a `Ledger` method by name: they run where it exists."""
+SUBPROCESS = frozenset({"openai-agents.md"})
+"""Pages whose blocks import the top-level package ``agents`` (the OpenAI Agents SDK)."""
 
 
 def python_blocks(page: Path = README) -> list[str]:
@@ -44,6 +51,23 @@ def run_blocks(page: Path) -> None:
             exec(code, module.__dict__)  # noqa: S102 - running our own documentation is the point
     finally:
         del sys.modules[name]
+
+
+def run_blocks_in_subprocess(page: Path, where: Path) -> None:
+    """Run a page's Python blocks as one script in a subprocess, outside the checkout."""
+    script = where / f"docs_{page.stem.replace('-', '_')}.py"
+    script.write_text("\n".join(python_blocks(page)), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-P", script.name],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, f"{page.name}: {done.stderr}"
 
 
 def test_readme_has_python_examples() -> None:
@@ -82,7 +106,10 @@ def test_docs_page_python_blocks_run(
     if needed is not None and not hasattr(Ledger, needed):
         pytest.skip(f"{page.name} records with Ledger.{needed}, which this build lacks")
     monkeypatch.chdir(tmp_path)
-    run_blocks(page)
+    if page.name in SUBPROCESS:
+        run_blocks_in_subprocess(page, tmp_path)
+    else:
+        run_blocks(page)
 
 
 @pytest.mark.parametrize("page", DOC_PAGES, ids=[page.name for page in DOC_PAGES])

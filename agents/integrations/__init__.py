@@ -1,4 +1,5 @@
 """agentledger.agents.integrations: bridges from other agent stacks onto the ledger.
 
-Each module needs its optional extra (``pip install 'agentledger[langgraph]'``, ``[otel]``).
+Each module needs its optional extra (``pip install 'agentledger[langgraph]'``, ``[otel]``,
+``[openai-agents]``).
 """
