@@ -24,6 +24,7 @@ from agentledger.cli._format import conversations, lineage, runs_table, terminal
 from agentledger.ledger import (
     ImportRefusedError,
     Ledger,
+    LedgerError,
     Limits,
     RecordedEvent,
     RunQuery,
@@ -137,8 +138,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _otel_command.add_arguments(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="verify an export file and add its run")
-    p.add_argument("file", help="export file (- for stdin)")
+    p = sub.add_parser("import", help="verify export files and add their runs")
+    p.add_argument(
+        "file",
+        nargs="+",
+        help="export file, or a directory of them (*.jsonl); - reads one from stdin",
+    )
     p.add_argument("--json", action="store_true", help="print the run id as JSON")
     p.add_argument(
         "--max-payload-bytes",
@@ -429,7 +434,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _otel_command.cmd_export_otel(args)
     _otel_command.refuse_otel_options(args)
     if args.run is None:
-        raise CliError("export needs RUN (--all and --since are for --format otlp|otlp-json)")
+        if args.all or args.since or args.tag:
+            return _export_many(args)
+        raise CliError("export needs RUN (or --all, --since TIME, --tag T with -o DIR)")
+    _otel_command.check_selection(args)
     if args.output is None:
         raise CliError("export needs -o FILE (or -o - for stdout)")
     note = None
@@ -464,23 +472,120 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    """Import an export file (refused whole, naming its lines, if any line is wrong)."""
-    with open_ledger(args) as ledger, tempfile.TemporaryDirectory() as scratch:
-        source = Path(args.file)
-        if args.file == "-":
-            source = Path(scratch, "stdin.jsonl")
-            with source.open("wb") as copy:
-                shutil.copyfileobj(sys.stdin.buffer, copy)
-        try:
-            run_id = ledger.import_file(source)
-        except ImportRefusedError as e:
-            if e.limit is None:
-                raise
-            option = "--" + e.limit.replace("_", "-")
-            raise CliError(f"{describe(e)} (to accept it, raise the limit: {option} N)") from e
-    print(json.dumps({"run_id": run_id}) if args.json else run_id)
+def _export_many(args: argparse.Namespace) -> int:
+    """``export --all|--since|--tag -o DIR``: one export file per run, ``DIR/RUN_ID.jsonl``."""
+    _otel_command.check_selection(args)
+    if args.checkpoint:
+        raise CliError("--checkpoint proves one run's events: export that RUN with it")
+    if not args.output or args.output == "-":
+        raise CliError("exporting several runs writes one file per run: give -o DIR")
+    directory = Path(args.output)
+    if directory.exists() and not directory.is_dir():
+        raise CliError(f"-o {args.output}: not a directory (several runs need one, -o DIR)")
+    if not directory.exists() and directory.suffix == ".jsonl":
+        raise CliError(
+            f"-o {args.output}: several runs are written one file per run into a directory; "
+            "give -o DIR (a name without .jsonl)"
+        )
+    if not directory.parent.is_dir():
+        raise CliError(f"cannot write {args.output}: {str(directory.parent)!r} does not exist")
+    with open_ledger(args, read_only=True) as ledger:
+        run_ids = _otel_command.selected_runs(ledger, args)
+        if not run_ids:
+            what = _otel_command.describe_selection(args)
+            print(f"nothing to export: {what} in {ledger.url}", file=sys.stderr)
+            return 0
+        taken = [r for r in run_ids if (directory / f"{r}.jsonl").exists()]
+        if taken:
+            raise CliError(
+                f"{directory / (taken[0] + '.jsonl')} exists: export into an empty directory "
+                "(files are never overwritten)"
+            )
+        directory.mkdir(exist_ok=True)
+        written = []
+        for index, run_id in enumerate(run_ids, 1):
+            lines = ledger.export_run(run_id, directory / f"{run_id}.jsonl")
+            written.append(
+                {"path": str(directory / f"{run_id}.jsonl"), "run_id": run_id, "lines": lines}
+            )
+            if sys.stderr.isatty():
+                print(f"\rexported {index}/{len(run_ids)}", end="", file=sys.stderr, flush=True)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(written, indent=2))
+    else:
+        print(f"wrote {plural(len(written), 'run')} to {directory}/", file=sys.stderr)
     return 0
+
+
+def _import_sources(paths: list[str]) -> list[str]:
+    """The files ``import`` reads: each FILE, each DIR's ``*.jsonl`` by name, or ``-`` alone."""
+    if "-" in paths and len(paths) > 1:
+        raise CliError("import - reads one export from stdin: give it alone")
+    found: list[str] = []
+    for path in paths:
+        if path != "-" and Path(path).is_dir():
+            inside = sorted(str(p) for p in Path(path).glob("*.jsonl"))
+            if not inside:
+                raise CliError(f"{path}: a directory with no *.jsonl export files")
+            found += inside
+        else:
+            found.append(path)
+    return found
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import export files, each refused whole (naming its lines) if any line is wrong.
+
+    Several files (or a directory's ``*.jsonl``) are imported one by one: a refused file is
+    reported and the others go on; the exit status is then 1.
+    """
+    sources = _import_sources(args.file)
+    imported: list[str] = []
+    refused: list[tuple[str, str]] = []
+    with open_ledger(args) as ledger, tempfile.TemporaryDirectory() as scratch:
+        for name in sources:
+            try:
+                imported.append(_import_one(ledger, name, Path(scratch)))
+            except (CliError, LedgerError) as e:
+                if len(sources) == 1:
+                    raise
+                refused.append(
+                    (name, f"{type(e).__name__}: {e}" if isinstance(e, LedgerError) else str(e))
+                )
+    if args.json:
+        out: Any = (
+            {"run_id": imported[0]}
+            if len(sources) == 1
+            else {
+                "imported": imported,
+                "refused": [{"file": f, "reason": why} for f, why in refused],
+            }
+        )
+        print(json.dumps(out))
+    else:
+        for run_id in imported:
+            print(run_id)
+        for name, why in refused:
+            print(f"agentledger: not imported {name}: {why}", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def _import_one(ledger: Ledger, name: str, scratch: Path) -> str:
+    """Import one export file (``-``: stdin); the run's id."""
+    source = Path(name)
+    if name == "-":
+        source = scratch / "stdin.jsonl"
+        with source.open("wb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy)
+    try:
+        return ledger.import_file(source)
+    except ImportRefusedError as e:
+        if e.limit is None:
+            raise
+        option = "--" + e.limit.replace("_", "-")
+        raise CliError(f"{describe(e)} (to accept it, raise the limit: {option} N)") from e
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:

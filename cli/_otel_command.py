@@ -37,15 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "OpenTelemetry traces over OTLP/HTTP; otlp-json: write those traces as OTLP JSON lines "
         "(-o FILE). Both otlp formats need: pip install 'agentledger[otel]'",
     )
-    p.add_argument(
-        "--all", action="store_true", help="otlp formats: every run, oldest first (not RUN)"
-    )
+    p.add_argument("--all", action="store_true", help="every run, oldest first (not RUN)")
     p.add_argument(
         "--since",
         metavar="TIME",
-        help="otlp formats: the runs started at or after TIME: 2026-01-31, "
-        "2026-01-31T09:00+01:00, 2h, 3d (not RUN)",
+        help="the runs started at or after TIME: 2026-01-31, 2026-01-31T09:00+01:00, 2h, 3d "
+        "(not RUN; with --tag, both)",
     )
+    p.add_argument("--tag", metavar="TAG", help="the runs carrying TAG (not RUN)")
     p.add_argument(
         "--endpoint",
         metavar="URL",
@@ -70,21 +69,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def refuse_otel_options(args: argparse.Namespace) -> None:
-    """``--format jsonl`` takes none of the OpenTelemetry options: say which one was given."""
+    """``--format jsonl`` takes none of the OpenTelemetry-only options: say which was given."""
     given = [
         option
         for option, value in (
-            ("--all", args.all),
-            ("--since", args.since),
             ("--endpoint", args.endpoint),
             ("--include-content", args.include_content),
         )
         if value
     ]
     if given:
-        raise CliError(
-            f"{given[0]} is for --format otlp or otlp-json; the jsonl export writes one run"
-        )
+        raise CliError(f"{given[0]} is for --format otlp or otlp-json")
 
 
 def load_otel() -> ModuleType:
@@ -109,7 +104,7 @@ def cmd_export_otel(args: argparse.Namespace) -> int:
     with open_ledger(args, read_only=True) as ledger:
         run_ids = selected_runs(ledger, args)
         if not run_ids:
-            what = f"no runs started since {args.since}" if args.since else "no runs"
+            what = describe_selection(args)
             print(f"nothing to export: {what} in {ledger.url}", file=sys.stderr)
             return 0
         if args.format == "otlp-json":
@@ -117,17 +112,21 @@ def cmd_export_otel(args: argparse.Namespace) -> int:
         return send(otel, ledger, run_ids, endpoint, args)
 
 
+def describe_selection(args: argparse.Namespace) -> str:
+    """What an empty selection was, in words: ``no runs tagged T started since S``."""
+    what = "no runs"
+    if args.tag:
+        what += f" tagged {args.tag!r}"
+    if args.since:
+        what += f" started since {args.since}"
+    return what
+
+
 def check_options(args: argparse.Namespace) -> None:
     """The combinations the otlp formats refuse, each with what to do instead."""
     if args.checkpoint:
         raise CliError("--checkpoint is for --format jsonl: OTLP traces carry no proofs")
-    chosen = [name for name, value in (("RUN", args.run), ("--all", args.all)) if value]
-    if args.since and args.run:
-        chosen.append("--since")
-    if len(chosen) > 1:
-        raise CliError(f"give one of RUN, --all or --since, not {' and '.join(chosen)}")
-    if not (args.run or args.all or args.since):
-        raise CliError(f"export --format {args.format} needs RUN, --all or --since TIME")
+    check_selection(args)
     if args.timeout <= 0:
         raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     if args.format == "otlp":
@@ -144,12 +143,23 @@ def check_options(args: argparse.Namespace) -> None:
         raise CliError("export --json reports on stdout: give -o FILE, not -o -")
 
 
+def check_selection(args: argparse.Namespace) -> None:
+    """RUN, or --all, or --since/--tag (which may go together): exactly one way to choose."""
+    chosen = [name for name, value in (("RUN", args.run), ("--all", args.all)) if value]
+    if args.run:
+        chosen += [name for name, value in (("--since", args.since), ("--tag", args.tag)) if value]
+    if len(chosen) > 1:
+        raise CliError(f"give one of RUN, --all or --since/--tag, not {' and '.join(chosen)}")
+    if not (args.run or args.all or args.since or args.tag):
+        raise CliError(f"export --format {args.format} needs RUN, --all, --since TIME or --tag T")
+
+
 def selected_runs(ledger: Ledger, args: argparse.Namespace) -> list[str]:
-    """RUN, or every run (started since --since), oldest first."""
+    """RUN, or every run (started since --since, carrying --tag), oldest first."""
     if args.run:
         return [resolve_run(ledger, args.run)]
     since = parse_time("--since", args.since, ledger.clock)
-    return [info.run_id for info in reversed(ledger.runs(since=since))]
+    return [info.run_id for info in reversed(ledger.runs(since=since, tag=args.tag))]
 
 
 def write_json_lines(

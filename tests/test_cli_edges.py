@@ -616,3 +616,44 @@ def test_completion_offers_commands_options_and_choices(cli: Cli) -> None:
     zsh = cli("completion", "zsh").out
     assert zsh.startswith("autoload -U +X bashcompinit && bashcompinit\n")
     assert zsh.endswith("complete -o default -F _agentledger_complete agentledger\n")
+
+
+def test_export_all_or_by_tag_writes_one_file_per_run_and_import_takes_them_back(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """``export --all|--tag T -o DIR`` writes DIR/RUN.jsonl; ``import DIR`` (or files) reads all."""
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    with Ledger.open(db) as ledger:
+        ids = []
+        for n, tags in enumerate((["nightly"], [], ["nightly"])):
+            with ledger.record_run("a", input=f"q{n}", tags=tags) as run:
+                run.answer(f"answer {n}")
+            ids.append(run.run_id)
+    out = tmp_path / "runs"
+    tagged = cli("--db", db, "export", "--tag", "nightly", "-o", str(out), "--json")
+    assert tagged.status == 0, tagged.err
+    assert sorted(p.stem for p in out.iterdir()) == sorted([ids[0], ids[2]])
+    assert [row["run_id"] for row in json.loads(tagged.out)] == [ids[0], ids[2]]  # oldest first
+    again = cli("--db", db, "export", "--tag", "nightly", "-o", str(out))
+    assert again.status == 2
+    assert "never overwritten" in again.err
+    everything = tmp_path / "all"
+    assert cli("--db", db, "export", "--all", "-o", str(everything)).status == 0
+    assert len(list(everything.iterdir())) == 3
+
+    other = f"sqlite:///{tmp_path / 'b.db'}"
+    imported = cli("--db", other, "import", str(out), "--json")
+    assert imported.status == 0, imported.err
+    assert sorted(json.loads(imported.out)["imported"]) == sorted([ids[0], ids[2]])
+    (tmp_path / "bad.jsonl").write_text("not json\n", encoding="utf-8")
+    mixed = cli(
+        "--db", other, "import", str(everything / f"{ids[1]}.jsonl"), str(tmp_path / "bad.jsonl")
+    )
+    assert mixed.status == 1
+    assert mixed.out.split() == [ids[1]]
+    assert f"not imported {tmp_path / 'bad.jsonl'}" in mixed.err
+    with Ledger.open(other) as ledger:
+        assert sorted(ledger.run_ids()) == sorted(ids)
+        assert ledger.verify().ok
+    refused(cli("--db", other, "import", "-", str(out)), "give it alone")
+    refused(cli("--db", db, "export", "--all", "-o", "-"), "give -o DIR")

@@ -764,7 +764,7 @@ def test_a_missing_run_is_an_error(receiver: Receiver, export: Any) -> None:
     ("argv", "said"),
     [
         (["RUN", "--all", "--format", "otlp"], "give one of RUN, --all or --since"),
-        (["--format", "otlp"], "needs RUN, --all or --since TIME"),
+        (["--format", "otlp"], "needs RUN, --all, --since TIME or --tag T"),
         (["RUN", "--format", "otlp", "-o", "x.json"], "to write a file use --format otlp-json"),
         (["RUN", "--format", "otlp-json"], "--format otlp-json needs -o FILE"),
         (
@@ -772,20 +772,24 @@ def test_a_missing_run_is_an_error(receiver: Receiver, export: Any) -> None:
             "--endpoint is for --format otlp",
         ),
         (["RUN", "--format", "otlp", "--checkpoint", "c"], "--checkpoint is for --format jsonl"),
-        (["RUN", "-o", "x.jsonl", "--all"], "--all is for --format otlp or otlp-json"),
+        (["RUN", "-o", "x.jsonl", "--all"], "give one of RUN, --all or --since/--tag"),
         (["RUN", "-o", "x.jsonl", "--include-content"], "--include-content is for --format"),
-        (["--all", "-o", "x.jsonl"], "--all is for --format otlp"),
+        (["--all", "-o", "x.jsonl"], "give -o DIR (a name without .jsonl)"),
         (["-o", "x.jsonl"], "export needs RUN"),
         (["RUN"], "export needs -o FILE"),
         (["RUN", "--format", "otlp", "--timeout", "0"], "--timeout must be more than 0"),
     ],
 )
-def test_option_combinations_are_checked(argv: list[str], said: str, export: Any) -> None:
-    """Each wrong combination exits 2 with one line saying what to do instead."""
+def test_option_combinations_are_checked(
+    argv: list[str], said: str, export: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each wrong combination exits 2 with one line saying what to do instead (writing nothing)."""
+    monkeypatch.chdir(tmp_path)
     run_id = read_golden("router.jsonl").run_id
     done = export(*[run_id if a == "RUN" else a for a in argv])
     assert done.status == 2
     assert said in done.err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_extra_gives_a_one_line_install_hint(
