@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from agentledger.cli._common import CliError, open_ledger, parse_time, plural
 from agentledger.cli._format import runs_table, terminal_width
-from agentledger.ledger import RunInfo
+from agentledger.ledger import Ledger, RunInfo, UnknownRunError
 from agentledger.projections import (
     DEFAULT_BATCH,
     ProjectionError,
@@ -244,10 +244,16 @@ def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
                 limit=limit,
             )
         )
+        infos = [_info(row, ledger) for row in rows]
     if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
+        listed = [
+            row.as_dict()
+            | {"model_latency_ms": info.model_latency_ms, "tool_latency_ms": info.tool_latency_ms}
+            for row, info in zip(rows, infos, strict=True)
+        ]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
-        print(runs_table([_info(row) for row in rows], terminal_width(sys.stdout)))
+        print(runs_table(infos, terminal_width(sys.stdout)))
     print(UNVERIFIED_NOTE, file=sys.stderr)
     return 0
 
@@ -259,7 +265,16 @@ def _guarded_rows(query: Callable[[], list[RunRow]]) -> list[RunRow]:
         raise CliError(str(e)) from e
 
 
-def _info(row: RunRow) -> RunInfo:
+def _info(row: RunRow, ledger: Ledger) -> RunInfo:
+    """The read model's row as the runs table shows it.
+
+    The latency totals come from the ledger's runs index (the read model sums tokens and cost,
+    not latency).
+    """
+    try:
+        indexed: RunInfo | None = ledger.run(row.run_id)
+    except UnknownRunError:
+        indexed = None
     return RunInfo(
         run_id=row.run_id,
         agent=row.agent,
@@ -271,4 +286,9 @@ def _info(row: RunRow) -> RunInfo:
         input_preview=row.input_preview,
         tags=tuple(row.tags),
         parent_run_id=row.parent_run_id,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_usd=row.cost_usd,
+        model_latency_ms=None if indexed is None else indexed.model_latency_ms,
+        tool_latency_ms=None if indexed is None else indexed.tool_latency_ms,
     )
