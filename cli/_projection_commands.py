@@ -258,6 +258,56 @@ def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
     return 0
 
 
+def runs_from_search(args: argparse.Namespace, limit: int | None) -> int:
+    """`runs -q TEXT`: full-text search served by the read model, newest first, with snippets."""
+    if args.model or args.prompt:
+        raise CliError("-q cannot be combined with --model or --prompt")
+    with open_ledger(args, read_only="auto") as ledger:
+        since = parse_time("--since", args.since, ledger.clock)
+        projector = ReadModelProjector(ledger)
+        try:
+            hits = projector.search(
+                args.query,
+                status=args.status,
+                agent=args.agent,
+                tag=args.tag,
+                since=since,
+                limit=None,
+            )
+        except ProjectionError as e:
+            raise CliError(str(e)) from e
+        shown = hits if limit is None else hits[:limit]
+        infos = [_info(hit.run, ledger) for hit in shown]
+    if args.json:
+        listed = [
+            hit.as_dict()
+            | {"model_latency_ms": info.model_latency_ms, "tool_latency_ms": info.tool_latency_ms}
+            for hit, info in zip(shown, infos, strict=True)
+        ]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
+    else:
+        width = terminal_width(sys.stdout)
+        lines = runs_table(infos, width).splitlines()
+        out = lines[:1]
+        for line, hit in zip(lines[1:], shown, strict=False):
+            out.append(line)
+            out.append(_clip_line(f"    {hit.snippet}", width))
+        if not shown:
+            out.append("(no runs)")
+        print("\n".join(out))
+    if len(shown) < len(hits):
+        print(
+            f"showing {len(shown)} of {plural(len(hits), 'run')} (use --limit N or --all)",
+            file=sys.stderr,
+        )
+    print(UNVERIFIED_NOTE, file=sys.stderr)
+    return 0
+
+
+def _clip_line(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: width - 1] + "\u2026"
+
+
 def _guarded_rows(query: Callable[[], list[RunRow]]) -> list[RunRow]:
     try:
         return query()
