@@ -82,7 +82,7 @@ def write_transaction(
     conn.executemany(insert_events, event_rows)
     for action, values, tags in runs:
         if action == "insert":
-            conn.execute(f"INSERT INTO agentledger_runs VALUES ({','.join('?' * 10)})", values)
+            conn.execute(f"INSERT INTO agentledger_runs VALUES ({','.join('?' * 15)})", values)
             conn.executemany(
                 "INSERT OR IGNORE INTO agentledger_run_tags (tag, run_id) VALUES (?, ?)",
                 [(tag, values[0]) for tag in tags],
@@ -90,7 +90,11 @@ def write_transaction(
         else:
             conn.execute(
                 "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                "ended_at = ?, updated_at = ? WHERE run_id = ?",
+                "ended_at = ?, updated_at = ?, input_tokens = input_tokens + ?, "
+                "output_tokens = output_tokens + ?, cost_usd = CASE WHEN cost_usd IS NULL "
+                "THEN ? ELSE cost_usd + COALESCE(?, 0.0) END, "
+                "model_latency_ms = model_latency_ms + ?, tool_latency_ms = tool_latency_ms + ? "
+                "WHERE run_id = ?",
                 values,
             )
     conn.execute("COMMIT")

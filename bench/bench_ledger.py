@@ -315,13 +315,17 @@ class Throughput:
 def _index_row(update: Any) -> tuple[str, tuple[Any, ...], list[str]]:
     """The runs-index statement a save makes: ("insert", row, tags) or ("update", params, [])."""
     ended = update.updated_at if update.status != "running" else None
+    t = update.totals
     if update.started is None:
         params = (update.last_position, update.head_hash, update.status, ended, update.updated_at)
+        params += (t.input_tokens, t.output_tokens, t.cost_usd, t.cost_usd)
+        params += (t.model_latency_ms, t.tool_latency_ms)
         return "update", (*params, update.run_id), []
     started = update.started
     row: tuple[Any, ...] = (update.run_id, started.get("agent", ""), update.status)
     row += (update.updated_at, ended, update.last_position, update.head_hash)
     row += (str(started.get("input"))[:120], started.get("parent_run_id"), update.updated_at)
+    row += (t.input_tokens, t.output_tokens, t.cost_usd, t.model_latency_ms, t.tool_latency_ms)
     return "insert", row, list(update.tags)
 
 

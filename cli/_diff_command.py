@@ -28,7 +28,7 @@ from agentledger.replay import (
     render_diff,
 )
 
-__all__ = ["cmd_diff", "register", "use_color"]
+__all__ = ["add_cohort_arguments", "cmd_diff", "cohort_selection", "register", "use_color"]
 
 STATUSES = ("completed", "failed", "running")
 
@@ -54,10 +54,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="auto",
         help="colour the text output (auto: when stdout is a terminal and NO_COLOR is unset)",
     )
-    cohort = p.add_argument_group("cohort diff (--cohort)")
-    cohort.add_argument(
-        "--cohort", action="store_true", help="diff two selections of runs, paired by input"
-    )
+    add_cohort_arguments(p, "diff two selections of runs, paired by input")
+    p.set_defaults(func=cmd_diff)
+
+
+def add_cohort_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--cohort`` (described by `what`) and the two selections' ``--a-*``/``--b-*``."""
+    cohort = parser.add_argument_group("cohort diff (--cohort)")
+    cohort.add_argument("--cohort", action="store_true", help=what)
     cohort.add_argument(
         "--status",
         choices=STATUSES,
@@ -84,7 +88,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="RUN",
             help=f"cohort {upper}: this run (repeatable; ids or unique prefixes)",
         )
-    p.set_defaults(func=cmd_diff)
 
 
 def use_color(choice: str, stream: TextIO) -> bool:
@@ -115,8 +118,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def _cohort(ledger: Ledger, args: argparse.Namespace, color: bool) -> int:
     if args.a or args.b:
         raise CliError("--cohort takes --a-*/--b-* selections, not run arguments")
-    selection_a = _selection(ledger, args, "a")
-    selection_b = _selection(ledger, args, "b")
+    selection_a = cohort_selection(ledger, args, "a")
+    selection_b = cohort_selection(ledger, args, "b")
     try:
         diff = cohort_diff(ledger, selection_a, selection_b)
     except ReplayUsageError as error:
@@ -137,7 +140,8 @@ def _emit(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail
 
 
-def _selection(ledger: Ledger, args: argparse.Namespace, side: str) -> RunSelection:
+def cohort_selection(ledger: Ledger, args: argparse.Namespace, side: str) -> RunSelection:
+    """Cohort `side` (``a`` or ``b``) as the ``--a-*``/``--b-*`` arguments select it."""
     runs = tuple(resolve_run(ledger, text) for text in getattr(args, f"{side}_run"))
     prompt_text = getattr(args, f"{side}_prompt")
     prompt: tuple[str, str] | None = None

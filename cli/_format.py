@@ -8,12 +8,22 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from agentledger.ledger import RecordedEvent, RunInfo
 
-__all__ = ["conversations", "lineage", "runs_table", "summarize", "terminal_width", "timeline"]
+__all__ = [
+    "conversations",
+    "cost_text",
+    "duration_text",
+    "lineage",
+    "runs_table",
+    "summarize",
+    "terminal_width",
+    "timeline",
+    "tokens_text",
+]
 
 
 def _clip(text: str, width: int) -> str:
@@ -22,34 +32,97 @@ def _clip(text: str, width: int) -> str:
 
 
 def runs_table(runs: Sequence[RunInfo], width: int | None = None) -> str:
-    """A table of runs: id, status, started, events, agent, input.
+    """A table of runs: id, status, started, events, tokens, cost, latency, agent, input.
 
+    TOKENS is input plus output tokens (``12.3k``), COST the summed cost in USD, LATENCY the
+    summed model latency; "-" where the index does not keep them (or no call reported a cost).
     With `width` (a terminal's), the table fits it: under the full width the run id shrinks to
     its first 8 characters (any unique prefix is accepted), the start time to the minute, and
-    the input takes what is left. Without it, the full fixed-width table (for scripts).
+    the input takes what is left; narrower still, LATENCY, then EVENTS are dropped and the
+    start time loses its year and the agent narrows. Without it, the full fixed-width table
+    (for scripts).
     """
     full = width is None or width >= _FULL_WIDTH
-    id_width, time_width = (36, 20) if full else (8, 16)
-    fixed = id_width + 2 + 9 + 2 + time_width + 2 + 6 + 2 + 12 + 2
-    input_width = 60 if width is None else max(10, min(60, width - fixed))
-    header = (
-        f"{'RUN':{id_width}}  {'STATUS':9}  {'STARTED':{time_width}}  {'EVENTS':>6}  "
-        f"{'AGENT':12}  INPUT"
-    )
-    lines = [header]
+    columns = list(_COLUMNS)
+    if not full:
+        columns[0] = ("RUN", 8, "<", lambda r: r.run_id[:8])
+        columns[2] = ("STARTED", 16, "<", lambda r: r.started_at[:16])
+        assert width is not None
+        for name in ("LATENCY", "EVENTS"):
+            if _fixed(columns) + _MIN_INPUT <= width:
+                break
+            columns = [c for c in columns if c[0] != name]
+        if _fixed(columns) + _MIN_INPUT > width:
+            columns[2] = ("STARTED", 11, "<", lambda r: r.started_at[5:16].replace("T", " "))
+            columns[-1] = ("AGENT", 10, "<", lambda r: r.agent)
+    input_width = 60 if width is None else max(_MIN_INPUT, min(60, width - _fixed(columns)))
+    lines = ["  ".join(f"{name:{align}{size}}" for name, size, align, _ in columns) + "  INPUT"]
     for info in runs:
-        started = info.started_at[: 19 if full else 16]
-        lines.append(
-            f"{info.run_id[:id_width]:{id_width}}  {info.status:9}  {started:{time_width}}  "
-            f"{info.event_count:>6}  {_clip(info.agent, 12):12}  "
-            f"{_clip(info.input_preview, input_width)}"
-        )
+        cells = [f"{_clip(cell(info), size):{align}{size}}" for _, size, align, cell in columns]
+        lines.append("  ".join(cells) + f"  {_clip(info.input_preview, input_width)}")
     if not runs:
         lines.append("(no runs)")
     return "\n".join(lines)
 
 
-_FULL_WIDTH = 36 + 2 + 9 + 2 + 20 + 2 + 6 + 2 + 12 + 2 + 60
+def tokens_text(count: int | None) -> str:
+    """A token count in at most 6 characters: ``950``, ``12.3k``, ``4.56M``; "-" for None."""
+    if count is None:
+        return "-"
+    if count < 10_000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k" if count < 100_000 else f"{count // 1000}k"
+    return f"{count / 1_000_000:.2f}M" if count < 100_000_000 else f"{count // 1_000_000}M"
+
+
+def cost_text(cost: float | None) -> str:
+    """A cost in USD in at most 7 characters: ``$0.0042``, ``$12.50``, ``$1234``; "-" for None."""
+    if cost is None:
+        return "-"
+    if cost < 1:
+        return f"${cost:.4f}"
+    return f"${cost:.2f}" if cost < 1000 else f"${cost:.0f}"
+
+
+def duration_text(ms: float | None) -> str:
+    """A duration in at most 7 characters: ``850ms``, ``12.3s``, ``4.2m``; "-" for None."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    return f"{seconds / 60:.1f}m" if seconds < 3600 else f"{seconds / 3600:.1f}h"
+
+
+def _tokens(info: RunInfo) -> str:
+    if info.input_tokens is None:
+        return "-"
+    return tokens_text(info.input_tokens + (info.output_tokens or 0))
+
+
+_Column = tuple[str, int, str, Callable[[RunInfo], str]]
+_COLUMNS: tuple[_Column, ...] = (
+    ("RUN", 36, "<", lambda r: r.run_id),
+    ("STATUS", 9, "<", lambda r: r.status),
+    ("STARTED", 20, "<", lambda r: r.started_at[:19]),
+    ("EVENTS", 6, ">", lambda r: str(r.event_count)),
+    ("TOKENS", 6, ">", _tokens),
+    ("COST", 7, ">", lambda r: cost_text(r.cost_usd)),
+    ("LATENCY", 7, ">", lambda r: duration_text(r.model_latency_ms)),
+    ("AGENT", 12, "<", lambda r: r.agent),
+)
+_MIN_INPUT = 16
+
+
+def _fixed(columns: Sequence[_Column]) -> int:
+    """The width of `columns` with their separators, up to where the input starts."""
+    return sum(size + 2 for _, size, _, _ in columns)
+
+
+_FULL_WIDTH = _fixed(_COLUMNS) + 60
 
 
 def lineage(started: dict[str, Any]) -> str:

@@ -60,6 +60,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="runs using this prompt version; NAME is a role (planner) or a prompt name "
         "(pipeline.planner) (read model)",
     )
+    p.add_argument(
+        "-q",
+        "--query",
+        metavar="TEXT",
+        help="runs with an input, answer or model message holding every word of TEXT, with a "
+        "snippet (full-text search; read model)",
+    )
     p.add_argument("--limit", type=int, default=50, help="most runs to list (default 50)")
     p.add_argument("--all", action="store_true", help="list every run (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -175,6 +182,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit} (for every run: --all)")
     limit = None if args.all else args.limit
+    if args.query is not None:
+        from agentledger.cli._projection_commands import runs_from_search
+
+        return runs_from_search(args, limit)
     if args.model or args.prompt:
         from agentledger.cli._projection_commands import runs_from_read_model
 

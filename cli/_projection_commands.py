@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from agentledger.cli._common import CliError, open_ledger, parse_time, plural
 from agentledger.cli._format import runs_table, terminal_width
-from agentledger.ledger import RunInfo
+from agentledger.ledger import Ledger, RunInfo, UnknownRunError
 from agentledger.projections import (
     DEFAULT_BATCH,
     ProjectionError,
@@ -244,12 +244,68 @@ def runs_from_read_model(args: argparse.Namespace, limit: int | None) -> int:
                 limit=limit,
             )
         )
+        infos = [_info(row, ledger) for row in rows]
     if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2, ensure_ascii=False))
+        listed = [
+            row.as_dict()
+            | {"model_latency_ms": info.model_latency_ms, "tool_latency_ms": info.tool_latency_ms}
+            for row, info in zip(rows, infos, strict=True)
+        ]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
-        print(runs_table([_info(row) for row in rows], terminal_width(sys.stdout)))
+        print(runs_table(infos, terminal_width(sys.stdout)))
     print(UNVERIFIED_NOTE, file=sys.stderr)
     return 0
+
+
+def runs_from_search(args: argparse.Namespace, limit: int | None) -> int:
+    """`runs -q TEXT`: full-text search served by the read model, newest first, with snippets."""
+    if args.model or args.prompt:
+        raise CliError("-q cannot be combined with --model or --prompt")
+    with open_ledger(args, read_only="auto") as ledger:
+        since = parse_time("--since", args.since, ledger.clock)
+        projector = ReadModelProjector(ledger)
+        try:
+            hits = projector.search(
+                args.query,
+                status=args.status,
+                agent=args.agent,
+                tag=args.tag,
+                since=since,
+                limit=None,
+            )
+        except ProjectionError as e:
+            raise CliError(str(e)) from e
+        shown = hits if limit is None else hits[:limit]
+        infos = [_info(hit.run, ledger) for hit in shown]
+    if args.json:
+        listed = [
+            hit.as_dict()
+            | {"model_latency_ms": info.model_latency_ms, "tool_latency_ms": info.tool_latency_ms}
+            for hit, info in zip(shown, infos, strict=True)
+        ]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
+    else:
+        width = terminal_width(sys.stdout)
+        lines = runs_table(infos, width).splitlines()
+        out = lines[:1]
+        for line, hit in zip(lines[1:], shown, strict=False):
+            out.append(line)
+            out.append(_clip_line(f"    {hit.snippet}", width))
+        if not shown:
+            out.append("(no runs)")
+        print("\n".join(out))
+    if len(shown) < len(hits):
+        print(
+            f"showing {len(shown)} of {plural(len(hits), 'run')} (use --limit N or --all)",
+            file=sys.stderr,
+        )
+    print(UNVERIFIED_NOTE, file=sys.stderr)
+    return 0
+
+
+def _clip_line(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: width - 1] + "\u2026"
 
 
 def _guarded_rows(query: Callable[[], list[RunRow]]) -> list[RunRow]:
@@ -259,7 +315,16 @@ def _guarded_rows(query: Callable[[], list[RunRow]]) -> list[RunRow]:
         raise CliError(str(e)) from e
 
 
-def _info(row: RunRow) -> RunInfo:
+def _info(row: RunRow, ledger: Ledger) -> RunInfo:
+    """The read model's row as the runs table shows it.
+
+    The latency totals come from the ledger's runs index (the read model sums tokens and cost,
+    not latency).
+    """
+    try:
+        indexed: RunInfo | None = ledger.run(row.run_id)
+    except UnknownRunError:
+        indexed = None
     return RunInfo(
         run_id=row.run_id,
         agent=row.agent,
@@ -271,4 +336,9 @@ def _info(row: RunRow) -> RunInfo:
         input_preview=row.input_preview,
         tags=tuple(row.tags),
         parent_run_id=row.parent_run_id,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_usd=row.cost_usd,
+        model_latency_ms=None if indexed is None else indexed.model_latency_ms,
+        tool_latency_ms=None if indexed is None else indexed.tool_latency_ms,
     )

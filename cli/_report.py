@@ -1,5 +1,8 @@
 """`agentledger report RUN [-o FILE] [--checkpoint FILE --vkey KEY]`: one HTML page for auditors.
 
+``report A --diff B`` and ``report --cohort --a-tag T1 --b-tag T2`` (the selections of `diff
+--cohort`) write a diff page instead.
+
 Reads the run, resolves every blob its events refer to (each conversation message once: a
 model call gets only the messages no earlier call showed), verifies its chain (and, when given,
 the ledger against a signed checkpoint), folds its world state, and hands all of it to
@@ -15,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from agentledger.cli._common import CliError, open_ledger, resolve_run, write_output
+from agentledger.cli._diff_command import add_cohort_arguments, cohort_selection
 from agentledger.cli._report_html import ReportData, Seen, render_report
 from agentledger.cli._trust_commands import verifier_keys
 from agentledger.ledger import Ledger, LedgerError, blob_refs_in
@@ -28,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report", help="one self-contained HTML page of a run for auditors (works offline)"
     )
-    p.add_argument("run", help="run id or a unique prefix")
+    p.add_argument("run", nargs="?", help="run id or a unique prefix (none with --cohort)")
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
     p.add_argument(
         "--diff",
@@ -55,6 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY|FILE",
         help="the verifier key that signs the checkpoints",
     )
+    add_cohort_arguments(
+        p,
+        "instead, the cohort diff of two selections of runs paired by input (as `diff --cohort` "
+        "finds it), with every run verified",
+    )
     p.set_defaults(func=cmd_report)
 
 
@@ -64,12 +73,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError("report --checkpoint needs --vkey: the verifier key that signs it")
     if args.diff and args.checkpoint:
         raise CliError("report --diff takes no --checkpoint: verify each run with `verify`")
+    if args.cohort and (args.run or args.diff or args.checkpoint):
+        raise CliError(
+            "report --cohort takes --a-*/--b-* selections, not RUN, --diff or --checkpoint"
+        )
+    if not args.cohort and not args.run:
+        raise CliError("report needs a run: agentledger report RUN (or --cohort ...)")
     keys = verifier_keys(args.vkey)
     with open_ledger(args, read_only="auto") as ledger:
-        run_id = resolve_run(ledger, args.run)
-        if args.diff:
+        if args.cohort:
+            page, intact = _cohort_page(ledger, args)
+        elif args.diff:
+            run_id = resolve_run(ledger, args.run)
             page, intact = _diff_page(ledger, run_id, resolve_run(ledger, args.diff))
         else:
+            run_id = resolve_run(ledger, args.run)
             data = build_report(ledger, run_id, checkpoints=args.checkpoint, verifier_keys=keys)
             page = render_report(data)
             intact = data.verify.ok and (data.checkpoint is None or data.checkpoint.ok)
@@ -90,6 +108,24 @@ def _diff_page(ledger: Ledger, run_a: str, run_b: str) -> tuple[str, bool]:
     verify_a, verify_b = ledger.verify(run_a), ledger.verify(run_b)
     page = render_diff_page(diff_runs(ledger, run_a, run_b), verify_a, verify_b)
     return page, verify_a.ok and verify_b.ok
+
+
+def _cohort_page(ledger: Ledger, args: argparse.Namespace) -> tuple[str, bool]:
+    """The cohort diff page of the two ``--a-*``/``--b-*`` selections; whether all verify."""
+    from agentledger.cli._report_cohort import render_cohort_page
+    from agentledger.replay import ReplayUsageError, cohort_diff
+
+    selection_a = cohort_selection(ledger, args, "a")
+    selection_b = cohort_selection(ledger, args, "b")
+    try:
+        diff = cohort_diff(ledger, selection_a, selection_b)
+    except ReplayUsageError as error:
+        raise CliError(str(error)) from None
+    run_ids = [p.a_run for p in diff.pairs] + [p.b_run for p in diff.pairs]
+    run_ids += [u.run_id for u in diff.unpaired]
+    reports = {run_id: ledger.verify(run_id) for run_id in dict.fromkeys(run_ids)}
+    page = render_cohort_page(diff, reports)
+    return page, all(report.ok for report in reports.values())
 
 
 def _resolve(

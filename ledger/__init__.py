@@ -52,7 +52,7 @@ from agentledger.ledger._recording import (
     call_fingerprint,
     request_refs,
 )
-from agentledger.ledger._records import RecordedEvent, RunInfo
+from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
 from agentledger.ledger._run import Run
 from agentledger.ledger._tooling import RecordedToolError, ToolSpec, raise_recorded
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
@@ -154,6 +154,7 @@ __all__ = [
     "RunInfo",
     "RunQuery",
     "RunRecorder",
+    "RunTotals",
     "SequentialIds",
     "ServedCall",
     "StepClock",

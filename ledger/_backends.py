@@ -31,8 +31,16 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
-from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
+from agentledger.ledger._records import (
+    BlobRow,
+    RecordedEvent,
+    RunIndexUpdate,
+    RunInfo,
+    RunQuery,
+    RunTotals,
+)
 from agentledger.ledger._tlog_tables import LOG_TABLES_SQLITE
+from agentledger.ledger.errors import CorruptEventError
 
 __all__ = [
     "EVENTS_TABLE",
@@ -43,7 +51,7 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 ENTRY_RUNS_DDL = (
@@ -125,6 +133,7 @@ def _preview(started: dict[str, Any]) -> str:
 
 
 def _row_to_info(row: Any, tags: Iterable[str]) -> RunInfo:
+    cost = row["cost_usd"]
     return RunInfo(
         run_id=row["run_id"],
         agent=row["agent"],
@@ -136,6 +145,11 @@ def _row_to_info(row: Any, tags: Iterable[str]) -> RunInfo:
         input_preview=row["input_preview"],
         tags=tuple(sorted(tags)),
         parent_run_id=row["parent_run_id"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cost_usd=None if cost is None else float(cost),
+        model_latency_ms=row["model_latency_ms"],
+        tool_latency_ms=row["tool_latency_ms"],
     )
 
 
@@ -180,6 +194,53 @@ _RUN_COLUMNS = (
     "parent_run_id, updated_at"
 )
 
+_TOTAL_COLUMNS = "input_tokens, output_tokens, cost_usd, model_latency_ms, tool_latency_ms"
+"""The runs index's usage totals (`RunTotals`), kept apart from `_RUN_COLUMNS` because an index
+that predates them (opened read-only, so never migrated) has none: it selects `_NO_TOTALS`."""
+_NO_TOTALS = ", ".join(f"NULL AS {name}" for name in _TOTAL_COLUMNS.split(", "))
+_TOTALS_DDL = (
+    ("input_tokens", "BIGINT NOT NULL DEFAULT 0"),
+    ("output_tokens", "BIGINT NOT NULL DEFAULT 0"),
+    ("cost_usd", "DOUBLE PRECISION"),
+    ("model_latency_ms", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
+    ("tool_latency_ms", "DOUBLE PRECISION NOT NULL DEFAULT 0"),
+)
+"""The totals' column definitions, for CREATE TABLE and for the migration of an older index."""
+_TOTALS_SET = (
+    "input_tokens = input_tokens + {m}, output_tokens = output_tokens + {m}, "
+    "cost_usd = CASE WHEN cost_usd IS NULL THEN {m} ELSE cost_usd + COALESCE({m}, 0.0) END, "
+    "model_latency_ms = model_latency_ms + {m}, tool_latency_ms = tool_latency_ms + {m}"
+)
+"""How a save adds its totals to a row (a cost stays NULL until some call reports one)."""
+_TOTALS_KINDS = ("ModelCalled", "ToolReturned")
+
+
+def _totals_params(totals: RunTotals) -> tuple[Any, ...]:
+    """`_TOTALS_SET`'s parameters, in order."""
+    return (
+        totals.input_tokens,
+        totals.output_tokens,
+        totals.cost_usd,
+        totals.cost_usd,
+        totals.model_latency_ms,
+        totals.tool_latency_ms,
+    )
+
+
+def totals_by_run(rows: Iterable[tuple[str, int, str, bytes]]) -> dict[str, RunTotals]:
+    """Each run's totals over stored ``(run id, position, kind, state)`` rows.
+
+    A migration's backfill: an undecodable row counts nothing (verify names it).
+    """
+    pairs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for run_id, position, kind, state in rows:
+        try:
+            payload = RecordedEvent.from_state(run_id, position, kind, bytes(state)).payload
+        except CorruptEventError:
+            continue
+        pairs.setdefault(run_id, []).append((kind, payload))
+    return {run_id: RunTotals.of(events) for run_id, events in pairs.items()}
+
 
 def _run_insert_params(update: RunIndexUpdate) -> tuple[Any, ...]:
     started = update.started or {}
@@ -206,8 +267,15 @@ def _run_update_params(update: RunIndexUpdate) -> tuple[Any, ...]:
         update.status,
         ended,
         update.updated_at,
+        *_totals_params(update.totals),
         update.run_id,
     )
+
+
+def _run_insert_totals(update: RunIndexUpdate) -> tuple[Any, ...]:
+    """A new row's totals, after `_run_insert_params` (for `_TOTAL_COLUMNS`)."""
+    t = update.totals
+    return (t.input_tokens, t.output_tokens, t.cost_usd, t.model_latency_ms, t.tool_latency_ms)
 
 
 class LedgerSQLiteConnection(SQLiteConnection):
@@ -223,6 +291,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = EVENTS_TABLE):
         super().__init__(datastore, events_table_name)
+        self._totals_kept: bool | None = None
 
     def construct_create_table_statements(self) -> list[str]:
         """Events, blobs, runs index, tags, and the append-only triggers."""
@@ -236,7 +305,9 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS agentledger_runs (run_id TEXT PRIMARY KEY, "
                 "agent TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, "
                 "ended_at TEXT, last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
-                "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)"
+                "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL, "
+                + ", ".join(f"{name} {kind}" for name, kind in _TOTALS_DDL)
+                + ")"
             ),
             "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs (started_at)",
             (
@@ -253,6 +324,55 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                     f"ON {table} BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
                 )
         return statements
+
+    def create_table(self) -> None:
+        """Create the tables, and add the usage totals to an older runs index (`migrate_totals`)."""
+        super().create_table()
+        self.migrate_totals()
+
+    def migrate_totals(self) -> None:
+        """Give a runs index from before the usage totals their columns, filled from the events.
+
+        In one transaction: ALTER TABLE adds the columns, then each run's totals are summed
+        from its stored ModelCalled and ToolReturned events.
+        """
+        if self._keeps_totals():
+            return
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA table_info(agentledger_runs)")
+            present = {row["name"] for row in c.fetchall()}
+            for name, kind in _TOTALS_DDL:
+                if name not in present:
+                    c.execute(f"ALTER TABLE agentledger_runs ADD COLUMN {name} {kind}")
+            marks = ", ".join("?" * len(_TOTALS_KINDS))
+            c.execute(
+                "SELECT originator_id, originator_version, topic, state FROM "
+                f"{self.events_table_name} WHERE topic IN ({marks}) "
+                "ORDER BY originator_id, originator_version",
+                list(_TOTALS_KINDS),
+            )
+            rows = [
+                (str(UUID(r[0])), r[1], r[2], r[3])
+                for r in c.fetchall()
+                if isinstance(r[0], str) and _HEX32.fullmatch(r[0])
+            ]
+            c.executemany(
+                f"UPDATE agentledger_runs SET {_TOTALS_SET.format(m='?')} WHERE run_id = ?",
+                [(*_totals_params(t), run_id) for run_id, t in totals_by_run(rows).items()],
+            )
+        self._totals_kept = True
+
+    def _keeps_totals(self) -> bool:
+        """Whether the runs index has the usage totals' columns (a read-only older file has not)."""
+        if self._totals_kept is None:
+            with self.datastore.transaction(commit=False) as c:
+                c.execute("PRAGMA table_info(agentledger_runs)")
+                names = {row["name"] for row in c.fetchall()}
+            self._totals_kept = "input_tokens" in names or not names
+        return self._totals_kept
+
+    def _run_columns(self) -> str:
+        return f"{_RUN_COLUMNS}, {_TOTAL_COLUMNS if self._keeps_totals() else _NO_TOTALS}"
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -312,9 +432,9 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         started = [u for u in runs if u.started is not None]
         if started:
             c.executemany(
-                f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [_run_insert_params(u) for u in started],
+                f"INSERT INTO agentledger_runs ({_RUN_COLUMNS}, {_TOTAL_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [_run_insert_params(u) + _run_insert_totals(u) for u in started],
             )
             tags = [(tag, u.run_id) for u in started for tag in u.tags]
             if tags:
@@ -328,7 +448,8 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         if updates:
             c.executemany(
                 "UPDATE agentledger_runs SET last_position = ?, head_hash = ?, status = ?, "
-                "ended_at = COALESCE(ended_at, ?), updated_at = ? WHERE run_id = ?",
+                f"ended_at = COALESCE(ended_at, ?), updated_at = ?, {_TOTALS_SET.format(m='?')} "
+                "WHERE run_id = ?",
                 updates,
             )
         return None
@@ -353,7 +474,9 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""
         with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT {_RUN_COLUMNS} FROM agentledger_runs WHERE run_id = ?", [run_id])
+            c.execute(
+                f"SELECT {self._run_columns()} FROM agentledger_runs WHERE run_id = ?", [run_id]
+            )
             row = c.fetchone()
             if row is None:
                 return None
@@ -364,7 +487,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         """Return index rows, newest first."""
         sql, params = _filter_sql(where, "?")
         with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT {_RUN_COLUMNS} FROM agentledger_runs r{sql}", params)
+            c.execute(f"SELECT {self._run_columns()} FROM agentledger_runs r{sql}", params)
             rows = c.fetchall()
             ids = [row["run_id"] for row in rows]
             if len(ids) < TAGS_BY_ID_UNDER:
@@ -435,10 +558,10 @@ class MemoryRecorder(POPOApplicationRecorder):
         for blob in blobs:
             self._blobs.setdefault(blob.ref, blob)
         for update in runs:
-            names = _RUN_COLUMNS.replace(" ", "").split(",")
+            names = f"{_RUN_COLUMNS},{_TOTAL_COLUMNS}".replace(" ", "").split(",")
             if update.started is not None:
                 self._runs[update.run_id] = dict(
-                    zip(names, _run_insert_params(update), strict=True)
+                    zip(names, _run_insert_params(update) + _run_insert_totals(update), strict=True)
                 )
                 self._tags[update.run_id] = set(update.tags)
                 if update.entry:
@@ -452,6 +575,21 @@ class MemoryRecorder(POPOApplicationRecorder):
                     status=values[2],
                     ended_at=row["ended_at"] or values[3],
                     updated_at=values[4],
+                )
+                before = RunTotals(
+                    row["input_tokens"],
+                    row["output_tokens"],
+                    row["cost_usd"],
+                    row["model_latency_ms"],
+                    row["tool_latency_ms"],
+                )
+                after = before.plus(update.totals)
+                row.update(
+                    input_tokens=after.input_tokens,
+                    output_tokens=after.output_tokens,
+                    cost_usd=after.cost_usd,
+                    model_latency_ms=after.model_latency_ms,
+                    tool_latency_ms=after.tool_latency_ms,
                 )
         return ids
 

@@ -16,19 +16,28 @@ from psycopg.sql import SQL, Identifier
 
 from agentledger.ledger._backends import (
     _RUN_COLUMNS,
+    _TOTAL_COLUMNS,
+    _TOTALS_DDL,
+    _TOTALS_KINDS,
+    _TOTALS_SET,
     EVENTS_TABLE,
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
     _filter_sql,
     _row_to_info,
     _run_insert_params,
+    _run_insert_totals,
     _run_update_params,
+    _totals_params,
     _where_sql,
+    totals_by_run,
 )
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
 from agentledger.ledger._tlog_tables_pg import postgres_log_statements
 
 __all__ = ["PostgresRecorder"]
+
+_SELECTED = f"{_RUN_COLUMNS}, {_TOTAL_COLUMNS}"
 
 
 class PostgresRecorder(PostgresApplicationRecorder):
@@ -54,6 +63,12 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "last_position INTEGER NOT NULL, head_hash TEXT NOT NULL, "
                 "input_preview TEXT NOT NULL, parent_run_id TEXT, updated_at TEXT NOT NULL)"
             ).format(self._runs),
+            *(
+                SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS " + f"{name} {kind}").format(
+                    self._runs
+                )
+                for name, kind in _TOTALS_DDL
+            ),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
                 "PRIMARY KEY (tag, run_id))"
@@ -98,6 +113,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self.datastore.register_type_adapters()
 
     def _create_everything(self, curs: Any) -> None:
+        older = self._index_without_totals(curs)
         for statement in self.sql_create_statements:
             if "CREATE TYPE" in statement.as_string():
                 try:
@@ -109,9 +125,41 @@ class PostgresRecorder(PostgresApplicationRecorder):
         curs.execute(
             SQL("CREATE TABLE IF NOT EXISTS {} (version INTEGER NOT NULL)").format(self._schema)
         )
+        if older:
+            self._backfill_totals(curs)
         curs.execute(SQL("DELETE FROM {}").format(self._schema))
         curs.execute(
             SQL("INSERT INTO {} (version) VALUES (%s)").format(self._schema), (SCHEMA_VERSION,)
+        )
+
+    def _index_without_totals(self, curs: Any) -> bool:
+        """Whether a runs index exists from before the usage totals (schema version 3)."""
+        row = curs.execute(
+            "SELECT count(*) FILTER (WHERE column_name = 'input_tokens') AS kept, count(*) AS n "
+            "FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'agentledger_runs'",
+            (self.datastore.schema,),
+        ).fetchone()
+        return bool(row["n"]) and not row["kept"]
+
+    def _backfill_totals(self, curs: Any) -> None:
+        """Fill the usage totals the migration added from the stored events."""
+        curs.execute(
+            SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {}.{} "
+                "WHERE topic = ANY(%s) ORDER BY originator_id, originator_version"
+            ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name)),
+            (list(_TOTALS_KINDS),),
+        )
+        rows = [
+            (str(r["originator_id"]), r["originator_version"], r["topic"], r["state"])
+            for r in curs.fetchall()
+        ]
+        curs.executemany(
+            SQL("UPDATE {} SET " + _TOTALS_SET.format(m="%s") + " WHERE run_id = %s").format(
+                self._runs
+            ),
+            [(*_totals_params(t), run_id) for run_id, t in totals_by_run(rows).items()],
         )
 
     def _schema_version(self, curs: Any = None) -> int | None:
@@ -149,10 +197,10 @@ class PostgresRecorder(PostgresApplicationRecorder):
             if update.started is not None:
                 curs.execute(
                     SQL(
-                        "INSERT INTO {} (" + _RUN_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, "
-                        "%s, %s, %s, %s, %s)"
+                        "INSERT INTO {} (" + _RUN_COLUMNS + ", " + _TOTAL_COLUMNS + ") VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                     ).format(self._runs),
-                    _run_insert_params(update),
+                    _run_insert_params(update) + _run_insert_totals(update),
                 )
                 for tag in update.tags:
                     curs.execute(
@@ -170,7 +218,9 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 curs.execute(
                     SQL(
                         "UPDATE {} SET last_position = %s, head_hash = %s, status = %s, "
-                        "ended_at = COALESCE(ended_at, %s), updated_at = %s WHERE run_id = %s"
+                        "ended_at = COALESCE(ended_at, %s), updated_at = %s, "
+                        + _TOTALS_SET.format(m="%s")
+                        + " WHERE run_id = %s"
                     ).format(self._runs),
                     _run_update_params(update),
                 )
@@ -193,7 +243,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         """Return a run's index row."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
-                SQL("SELECT " + _RUN_COLUMNS + " FROM {} WHERE run_id = %s").format(self._runs),
+                SQL("SELECT " + _SELECTED + " FROM {} WHERE run_id = %s").format(self._runs),
                 (run_id,),
             )
             row = curs.fetchone()
@@ -206,7 +256,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         """Return index rows, newest first."""
         sql, params = _filter_sql(where, "%s")
         sql = sql.replace("agentledger_run_tags", "{tags}")
-        query = SQL("SELECT " + _RUN_COLUMNS + " FROM {runs} r" + sql).format(
+        query = SQL("SELECT " + _SELECTED + " FROM {runs} r" + sql).format(
             runs=self._runs, tags=self._tags
         )
         with self.datastore.get_connection() as conn, conn.cursor() as curs:

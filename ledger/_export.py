@@ -35,7 +35,7 @@ from agentledger.ledger._canonical import (
 from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._ports import parse_timestamp
-from agentledger.ledger._records import RecordedEvent, RunIndexUpdate, encode_blob
+from agentledger.ledger._records import RecordedEvent, RunIndexUpdate, RunTotals, encode_blob
 from agentledger.ledger._run import Run
 from agentledger.ledger._verify import blob_refs_in, verify_run
 from agentledger.ledger.errors import (
@@ -579,6 +579,7 @@ def _write(
             updated_at=chunk[-1].timestamp,
             started=records[0].payload if new and start == 0 else None,
             tags=tuple(records[0].payload.get("tags", ())) if new and start == 0 else (),
+            totals=RunTotals.of((r.kind, r.payload) for r in chunk),
         )
         try:
             ledger._store.events.put(

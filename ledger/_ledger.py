@@ -32,6 +32,7 @@ from agentledger.ledger._records import (
     RunIndexUpdate,
     RunInfo,
     RunQuery,
+    RunTotals,
     encode_blob,
 )
 from agentledger.ledger._run import Run
@@ -891,9 +892,12 @@ class Ledger:
         uuid = UUID(run_id)
         recorded: list[RecordedEvent] = []
         stored: list[StoredEvent] = []
+        used: list[tuple[str, dict[str, Any]]] = []
         for event in events:
             item = event if isinstance(event, Prepared) else self._prepare(event)
             kind, version, payload, payload_jcs = item
+            if kind in _USAGE_KINDS:
+                used.append((kind, payload))
             position += 1
             _check_place(kind, payload, position, prev)
             timestamp = self.clock.now()
@@ -928,6 +932,7 @@ class Ledger:
             started=_dump(started[1], exclude_defaults=False) if started else None,
             tags=tuple(started[1].tags) if started else (),
             entry=bool(started and started[1].entry is not None),
+            totals=RunTotals.of(used),
         )
         return Sealed(run_id, stored, recorded, update, Head(run_id, status, prev, position))
 
@@ -953,6 +958,8 @@ class Ledger:
 
 
 _COMMITTER_LOCK = threading.Lock()
+_USAGE_KINDS = frozenset({"ModelCalled", "ToolReturned"})
+"""The events whose usage the runs index sums (`RunTotals`)."""
 
 
 class Head(NamedTuple):

@@ -1,12 +1,14 @@
 """Plain value types shared by the storage backends and the facade.
 
 `RecordedEvent` is one stored envelope as read back; `RunInfo` is a row of the runs index;
-`RunIndexUpdate` is what a save changes in that index; `BlobRow` is one content-addressed blob as
-stored. Must not know any database.
+`RunIndexUpdate` is what a save changes in that index, `RunTotals` the usage sums it keeps (tokens,
+cost, latency); `BlobRow` is one content-addressed blob as stored. Must not know any database.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,6 +24,7 @@ __all__ = [
     "RunIndexUpdate",
     "RunInfo",
     "RunQuery",
+    "RunTotals",
     "encode_blob",
 ]
 
@@ -43,6 +46,95 @@ def encode_blob(ref: str, canonical: bytes) -> BlobRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RunTotals:
+    """A run's usage sums, as the runs index keeps them.
+
+    Over its ModelCalled events: the input and output tokens, the cost (None when no call
+    reported one) and the model latency; over its ToolReturned events the tool latency (in
+    milliseconds).
+
+    The index adds each save's totals to the row's in the save's transaction, so float sums
+    may differ from a sum in one pass by rounding; `close_to` compares them with that slack.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    model_latency_ms: float = 0.0
+    tool_latency_ms: float = 0.0
+
+    @classmethod
+    def of(cls, events: Iterable[tuple[str, Mapping[str, Any]]]) -> RunTotals:
+        """The totals over stored ``(kind, payload)`` pairs (any schema version)."""
+        inputs = outputs = 0
+        costs: list[float] = []
+        model_ms: list[float] = []
+        tool_ms: list[float] = []
+        for kind, payload in events:
+            if kind == "ModelCalled":
+                usage = payload.get("usage") or {}
+                inputs += _int(usage.get("input_tokens"))
+                outputs += _int(usage.get("output_tokens"))
+                cost = payload.get("cost_usd")
+                if isinstance(cost, int | float) and not isinstance(cost, bool):
+                    costs.append(float(cost))
+                model_ms.append(_float(payload.get("latency_ms")))
+            elif kind == "ToolReturned":
+                if "latency_ms" in payload:
+                    tool_ms.append(_float(payload.get("latency_ms")))
+                else:  # version 1 recorded seconds
+                    tool_ms.append(_float(payload.get("latency_s")) * 1000.0)
+        return cls(
+            inputs,
+            outputs,
+            math.fsum(costs) if costs else None,
+            math.fsum(model_ms),
+            math.fsum(tool_ms),
+        )
+
+    def plus(self, other: RunTotals) -> RunTotals:
+        """Both totals added (as the index adds a save's to a row's)."""
+        cost = (
+            self.cost_usd
+            if other.cost_usd is None
+            else other.cost_usd
+            if self.cost_usd is None
+            else self.cost_usd + other.cost_usd
+        )
+        return RunTotals(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+            self.model_latency_ms + other.model_latency_ms,
+            self.tool_latency_ms + other.tool_latency_ms,
+        )
+
+    def mismatches(self, other: RunTotals) -> list[tuple[str, Any, Any]]:
+        """The fields (name, this value, the other's) that differ beyond rounding."""
+        found: list[tuple[str, Any, Any]] = []
+        for name in ("input_tokens", "output_tokens"):
+            if getattr(self, name) != getattr(other, name):
+                found.append((name, getattr(self, name), getattr(other, name)))
+        for name in ("cost_usd", "model_latency_ms", "tool_latency_ms"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if (mine is None) != (theirs is None) or (
+                mine is not None and not math.isclose(mine, theirs, rel_tol=1e-9, abs_tol=1e-9)
+            ):
+                found.append((name, mine, theirs))
+        return found
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class RunIndexUpdate:
     """How one save moves a run's row in the runs index."""
 
@@ -56,6 +148,8 @@ class RunIndexUpdate:
     entry: bool = False
     """The run was started here by `Ledger.record_function` (its RunStarted names an entry point
     this ledger recorded, not one an import brought in)."""
+    totals: RunTotals = RunTotals()
+    """The usage the saved events add to the run's totals."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +178,27 @@ class RunInfo:
     input_preview: str
     tags: tuple[str, ...] = ()
     parent_run_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    model_latency_ms: float | None = None
+    tool_latency_ms: float | None = None
+    """The usage totals (`RunTotals`); None in an index that predates them (a database opened
+    read-only before a writer added them), except `cost_usd`, None also when no call reported
+    a cost."""
+
+    @property
+    def totals(self) -> RunTotals | None:
+        """The row's usage totals, or None when the index does not keep them."""
+        if self.input_tokens is None:
+            return None
+        return RunTotals(
+            self.input_tokens,
+            self.output_tokens or 0,
+            self.cost_usd,
+            self.model_latency_ms or 0.0,
+            self.tool_latency_ms or 0.0,
+        )
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Never trusts a stored hash: each event's hash is recomputed from its envelope an
 the hash stored beside it and with the `prev` of the next event; every blob an event (or another
 blob) refers to is re-hashed. The runs index (a row and tags per run, derived data) is checked
 against the events too: agent, status, start and end times, event count, head hash, parent run,
-input preview and tags. Problems are named by run, position and reason. Must not write.
+input preview, tags and the usage totals (tokens, cost, model and tool latency). Problems are
+named by run, position and reason. Must not write.
 
 What this can and cannot see without a signed checkpoint (the events alone, plus derived data
 that an attacker may not have thought to edit):
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
-from agentledger.ledger._records import RecordedEvent, RunInfo
+from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
 
 if TYPE_CHECKING:
     from agentledger.ledger._tlog import CheckpointCheck, LogProblem
@@ -374,7 +375,21 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
         problems.append(Problem(run_id, last + 1, "tail truncated", detail))
     else:
         _check_tail_fields(run, info, problems)
+        _check_totals(run, info, problems)
     _check_start_fields(run, info, problems)
+
+
+def _check_totals(run: _Run, info: RunInfo, problems: list[Problem]) -> None:
+    """The index's usage totals against the sums over the run's readable events.
+
+    An index that predates the totals, read without migrating it, has none to check.
+    """
+    kept = info.totals
+    if kept is None:
+        return
+    summed = RunTotals.of((r.kind, r.payload) for r in run.records if run.readable(r))
+    for name, index, events in kept.mismatches(summed):
+        problems.append(_mismatch(run.run_id, run.last, name.replace("_", " "), index, events))
 
 
 def _mismatch(run_id: str, position: int, name: str, index: Any, events: Any) -> Problem:

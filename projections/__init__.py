@@ -29,6 +29,7 @@ from agentledger.projections._merge import (
 )
 from agentledger.projections._readmodel import DEFAULT_BATCH, ProjectionStatus, ReadModelProjector
 from agentledger.projections._rm_query import RunRow, StatsRow
+from agentledger.projections._rm_search import SearchHit
 from agentledger.projections._snapshots import (
     DEFAULT_EVERY,
     Snapshot,
@@ -68,6 +69,7 @@ __all__ = [
     "ReadModelReport",
     "RowDifference",
     "RunRow",
+    "SearchHit",
     "Snapshot",
     "SnapshotIntervalError",
     "SnapshotProblem",

@@ -34,7 +34,19 @@ from agentledger.projections._rm_query import (
     compute_stats,
     select_runs,
 )
-from agentledger.projections._rm_schema import DATA_TABLES, METADATA, SCHEMA_VERSION, TRACKING
+from agentledger.projections._rm_schema import (
+    DATA_TABLES,
+    METADATA,
+    SCHEMA_VERSION,
+    SEARCH,
+    TRACKING,
+)
+from agentledger.projections._rm_search import (
+    SearchHit,
+    apply_search,
+    create_search_table,
+    search_runs,
+)
 from agentledger.projections._sql import derived_engine_for
 from agentledger.projections.errors import ReadModelOptionError
 
@@ -129,7 +141,9 @@ class ReadModelProjector:
                 if position >= stop:
                     return applied
                 batch = self.ledger.notifications(position, batch_size, stop=stop)
-                apply_batch(conn, [record for _, record in batch])
+                records = [record for _, record in batch]
+                apply_batch(conn, records)
+                apply_search(conn, records, self.ledger.blobs)
                 position = batch[-1][0] if len(batch) == batch_size else stop
                 if before_commit is not None:
                     before_commit(position)
@@ -213,6 +227,40 @@ class ReadModelProjector:
         with self._connect() as conn:
             return select_runs(conn, where)
 
+    def search(
+        self,
+        query: str,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        fresh: bool = True,
+    ) -> list[SearchHit]:
+        """Runs with an input, answer or model message holding every word of `query`.
+
+        Newest first, each with a snippet (matches in ``[...]``); only the query's words count
+        (see `_rm_search`). Raises `ReadModelOptionError` for a query without words.
+        """
+        where = RunFilter(status=status, agent=agent, tag=tag, since=since, limit=limit)
+        where.check()
+        if fresh:
+            self.catch_up()
+        else:
+            self.setup()
+        with self._connect() as conn:
+            hits = search_runs(conn, query)
+        kept = [
+            hit
+            for hit in hits
+            if (status is None or hit.run.status == status)
+            and (agent is None or hit.run.agent == agent)
+            and (tag is None or tag in hit.run.tags)
+            and (since is None or hit.run.started_at >= since)
+        ]
+        return kept if limit is None else kept[:limit]
+
     def stats(
         self,
         group_by: Sequence[str] = GROUPINGS,
@@ -255,8 +303,7 @@ class ReadModelProjector:
             if version != SCHEMA_VERSION:
                 for table in reversed(DATA_TABLES):
                     table.drop(conn, checkfirst=True)
-                for table in DATA_TABLES:
-                    table.create(conn)
+                _create_missing(conn)
                 conn.execute(
                     TRACKING.update()
                     .where(TRACKING.c.name == self.NAME)
@@ -307,6 +354,9 @@ _SETUP_ATTEMPTS = 3
 def _create_missing(conn: Connection) -> None:
     """CREATE TABLE / INDEX IF NOT EXISTS for every read-model table, in dependency order."""
     for table in METADATA.sorted_tables:
+        if table is SEARCH:
+            create_search_table(conn)
+            continue
         conn.execute(CreateTable(table, if_not_exists=True))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             conn.execute(CreateIndex(index, if_not_exists=True))

@@ -34,11 +34,12 @@ __all__ = [
     "RUN_PROMPTS",
     "RUN_TAGS",
     "SCHEMA_VERSION",
+    "SEARCH",
     "TOOL_CALLS",
     "TRACKING",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped whenever a table changes; a stored model of another version is rebuilt."""
 
 METADATA = MetaData()
@@ -188,6 +189,20 @@ GUARDRAIL_TRIPS = Table(
 )
 """One row per GuardrailTripped."""
 
+SEARCH = Table(
+    "al_rm_search",
+    METADATA,
+    Column("run_id", _ID, primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("part", Integer, primary_key=True, autoincrement=False),
+    Column("source", String(16), nullable=False),
+    Column("body", Text, nullable=False),
+)
+"""The text full-text search finds runs by: a run's input (``input``), its answers
+(``answer``), and per model call the request's last message and the response (``message``),
+as plain text. Created by `_rm_search.create_search_table`: an FTS5 table on SQLite, a table
+with a GIN index over ``to_tsvector('simple', body)`` on PostgreSQL."""
+
 DATA_TABLES: tuple[Table, ...] = (
     RUNS,
     RUN_PROMPTS,
@@ -196,5 +211,6 @@ DATA_TABLES: tuple[Table, ...] = (
     MODEL_CALLS,
     TOOL_CALLS,
     GUARDRAIL_TRIPS,
+    SEARCH,
 )
 """Every table of rows (not the tracking table), in dependency order."""

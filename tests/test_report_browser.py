@@ -147,3 +147,20 @@ def test_the_diff_page_opens_in_chromium(tmp_path: Path) -> None:
     dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
     assert '<span id="diff-verdict">different</span>' in dom
     assert dom.count('id="unit-') >= 3
+
+
+def test_the_cohort_page_opens_in_chromium(tmp_path: Path) -> None:
+    """``report --cohort`` of golden runs (each paired with itself) is laid out by the browser."""
+    from agentledger.cli._report_cohort import render_cohort_page
+    from agentledger.replay import cohort_diff
+
+    ledger = Ledger.open("memory://")
+    a = [ledger.import_file(GOLDEN / name) for name in ("pipeline.jsonl", "tools.jsonl")]
+    diff = cohort_diff(ledger, a, a)
+    page = render_cohort_page(diff, {run_id: ledger.verify(run_id) for run_id in a})
+    path = tmp_path / "cohort.html"
+    path.write_text(page, encoding="utf-8")
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
+    assert '<span id="cohort-verdict">identical</span>' in dom
+    assert 'id="pair-2"' in dom
+    assert "Every chain intact: 2 runs" in dom
