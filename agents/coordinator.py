@@ -1,4 +1,4 @@
-"""The DELEGATE / DONE coordinator of seed 004 (Voice2Action), every decision recorded.
+"""The DELEGATE / DONE coordinator, every decision recorded.
 
 Owns the planner loop over a catalog of worker agents: the coordinator answers strict JSON
 ``{"Action": "DELEGATE|DONE", "Agent", "Task", "Summary"}``; a DELEGATE goes verbatim to the

@@ -1,6 +1,6 @@
 """The Kura/Vaya pipeline: Planner -> Executor -> Synthesizer over a world-state blackboard.
 
-Owns the three-agent control flow of seed 000. The planner answers a strict JSON plan
+Owns the planner -> executor -> synthesizer control flow. The planner answers a strict JSON plan
 ``{"steps": [{"goal", "tool", "args", "forEach"}], "needs_clarification"}``; the executor gets
 one step at a time with every tool offered and must answer with exactly one tool call, whose
 envelope a deterministic wrapper turns into ``{"deltaState", "snippet"}`` (``_results``); each

@@ -1,4 +1,4 @@
-"""The REASON / THINK / TOOL loop of seed 001 (minimal-agent-framework), every node recorded.
+"""The REASON / THINK / TOOL loop, every node recorded.
 
 Owns the control flow: REASON makes a plan (``{"plan": [...]}``, or ``needs_clarification``),
 then picks one tool at a time (``{"tool", "args"}``; an empty tool means "ready to answer");

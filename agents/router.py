@@ -1,4 +1,4 @@
-"""The MumbAI router of seed 002: policy gate, a budgeted router plan, grounded chat.
+"""The router: policy gate, a budgeted router plan, grounded chat.
 
 Owns the flow after the policy gate (which the runner applies to every agent): the router model
 answers a strict JSON ``{"router_plan": [{"agent", "args"}], "needs_clarification",

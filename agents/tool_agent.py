@@ -1,4 +1,4 @@
-"""The provider-agnostic tool-calling agent of seed 003 (Tantra), with agent-as-tool.
+"""The provider-agnostic tool-calling agent, with agent-as-tool.
 
 Owns the native tool-calling loop: each turn is one model call offered the tools; every tool
 call the model makes runs through the run context and its result goes back as a ``tool``

@@ -1,4 +1,4 @@
-"""Run diff cost: `diff_runs` on two 1,000-event runs vs only reading them (issue 5).
+"""Run diff cost: `diff_runs` on two 1,000-event runs vs only reading them.
 
 Two pipeline-shaped runs (a planning step, ~165 execute steps of StepStarted, ModelCalled,
 ToolCalled, ToolReturned, DeltaApplied, StepCompleted, a synthesis) are recorded through the

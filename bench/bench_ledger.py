@@ -1,4 +1,4 @@
-"""Ledger write throughput and storage size on SQLite, against raw sqlite3 (issue 2).
+"""Ledger write throughput and storage size on SQLite, against raw sqlite3.
 
 a. events/s recording realistic runs through the public API, one transaction per step, vs raw
    sqlite3 ``executemany`` of the same stored rows in the same batches. Target >= 0.5x.

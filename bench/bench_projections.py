@@ -1,4 +1,4 @@
-"""World state at the end of a long run: from a snapshot vs a full fold (issue 3).
+"""World state at the end of a long run: from a snapshot vs a full fold.
 
 Records one run of 100,000 small deltas (``--quick``: 10,000) through the public recording API
 (``record_run`` and ``delta`` in ``batch()`` blocks of 1,000) on a SQLite file in a fresh

@@ -1,4 +1,4 @@
-"""Offline replay of a corpus of recorded runs vs only reading and decoding them (issue 5).
+"""Offline replay of a corpus of recorded runs vs only reading and decoding them.
 
 A corpus of 1,000 runs (``--quick``: 100) is recorded with scripted models into a SQLite file
 ledger in a temporary directory: half are the bundled demo pipeline scenario, the rest are
