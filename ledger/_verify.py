@@ -30,6 +30,7 @@ that an attacker may not have thought to edit):
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,18 +117,26 @@ class VerifyReport:
         self.log_problems += other.log_problems
 
 
+_BLOB_REF = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def blob_refs_in(value: Any) -> list[str]:
-    """Blob refs in a payload or blob: values of keys ending ``_ref`` and items of ``_refs``."""
+    """Blob refs in a payload or blob: values of keys ending ``_ref`` and items of ``_refs``.
+
+    Only values spelled as refs (``sha256:`` and 64 hex digits) are refs: a user's own
+    ``{"doc_ref": "x"}`` in a delta or tool result names no blob. (A catalogue field holding
+    something else fails its schema when written, and its event's hash when altered later.)
+    """
     found: list[str] = []
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             for key, inner in item.items():
-                if key.endswith("_ref") and isinstance(inner, str):
+                if key.endswith("_ref") and isinstance(inner, str) and _BLOB_REF.fullmatch(inner):
                     found.append(inner)
                 elif key.endswith("_refs") and isinstance(inner, list):
-                    found.extend(ref for ref in inner if isinstance(ref, str))
+                    found.extend(r for r in inner if isinstance(r, str) and _BLOB_REF.fullmatch(r))
                 else:
                     stack.append(inner)
         elif isinstance(item, list):

@@ -726,3 +726,16 @@ def test_unknown_runs_raise_unknown_run_error(ledger: Ledger) -> None:
         with pytest.raises(UnknownRunError):
             ledger.verify(run_id)
     assert ledger.run_ids() == []
+
+
+def test_a_users_own_ref_keys_name_no_blob(ledger: Ledger, tmp_path: Path) -> None:
+    """``{"doc_ref": "x"}`` in a delta or plan is data: it verifies, exports and imports."""
+    with ledger.record_run("a") as run:
+        run.delta({"doc_ref": "x", "page_refs": ["a", "b"], "note": {"_ref": ""}})
+        run.plan({"_ref": "sha256:not-hex"})
+    assert ledger.verify(run.run_id).ok
+    path = tmp_path / "run.jsonl"
+    ledger.export_run(run.run_id, path)
+    copy = Ledger.open("memory://")
+    assert copy.import_file(path) == run.run_id
+    assert copy.verify().ok
