@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 ENTRY_RUNS_DDL = (
@@ -52,6 +52,11 @@ ENTRY_RUNS_DDL = (
 """Runs this ledger started from a user function (`Ledger.record_function`). An imported run
 is never listed: replay runs the code a RunStarted names only for runs listed here, and needs
 ``--entry`` for any other (it never runs code named only by a record it did not make)."""
+SETTINGS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentledger_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+)
+"""The ledger's own settings (the salt of the redaction policy's ``hash`` action): written once,
+never part of an event, a blob or an export."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -115,6 +120,10 @@ class LedgerRecorder(Protocol):
 
     def recorded_entry(self, run_id: str) -> bool:
         """Whether this ledger started the run from a user function it recorded itself."""
+        ...
+
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
         ...
 
 
@@ -244,6 +253,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
             ENTRY_RUNS_DDL,
+            SETTINGS_DDL,
         ]
         statements += LOG_TABLES_SQLITE
         for table in (self.events_table_name, "agentledger_blobs"):
@@ -350,6 +360,17 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                     )
         return found
 
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SETTINGS_DDL)  # a file created before the table existed
+            c.execute(
+                "INSERT OR IGNORE INTO agentledger_settings (name, value) VALUES (?, ?)",
+                [name, value],
+            )
+            c.execute("SELECT value FROM agentledger_settings WHERE name = ?", [name])
+            return str(c.fetchone()["value"])
+
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""
         with self.datastore.transaction(commit=False) as c:
@@ -422,6 +443,11 @@ class MemoryRecorder(POPOApplicationRecorder):
         self._runs: dict[str, dict[str, Any]] = {}
         self._tags: dict[str, set[str]] = {}
         self._entries: set[str] = set()
+        self._settings: dict[str, str] = {}
+
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
+        return self._settings.setdefault(name, value)
 
     def _update_table(
         self,
