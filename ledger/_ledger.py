@@ -315,8 +315,8 @@ class Ledger:
         raises, the run records RunFailed and the exception propagates, with a note naming the
         run. The function receives the input as recorded: redacted by the run's policy
         (``redaction``, as for `record_run`). An ``async def`` function runs on its own event
-        loop (``asyncio.run``); inside a running loop, use `arecord_function`. Lambdas, nested functions and bound methods are
-        refused (`EntryError`): replay could not import them back.
+        loop (``asyncio.run``); inside a running loop, use `arecord_function`. Lambdas, nested
+        functions and bound methods are refused (`EntryError`): replay could not import them back.
         """
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         if inspect.iscoroutinefunction(function):
