@@ -53,7 +53,8 @@ ENTRY_RUNS_DDL = (
 is never listed: replay runs the code a RunStarted names only for runs listed here, and needs
 ``--entry`` for any other (it never runs code named only by a record it did not make)."""
 SETTINGS_DDL = (
-    "CREATE TABLE IF NOT EXISTS agentledger_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS agentledger_settings "
+    "(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
 )
 """The ledger's own settings (the salt of the redaction policy's ``hash`` action): written once,
 never part of an event, a blob or an export."""
@@ -253,7 +254,6 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
             ENTRY_RUNS_DDL,
-            SETTINGS_DDL,
         ]
         statements += LOG_TABLES_SQLITE
         for table in (self.events_table_name, "agentledger_blobs"):
@@ -363,7 +363,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def setting(self, name: str, value: str) -> str:
         """The ledger's setting ``name``, stored as ``value`` first when it has none."""
         with self.datastore.transaction(commit=True) as c:
-            c.execute(SETTINGS_DDL)  # a file created before the table existed
+            c.execute(SETTINGS_DDL)  # created on first need: most ledgers never hash
             c.execute(
                 "INSERT OR IGNORE INTO agentledger_settings (name, value) VALUES (?, ?)",
                 [name, value],

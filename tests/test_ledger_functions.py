@@ -140,11 +140,13 @@ def test_a_failing_function_records_run_failed_and_names_the_run(ledger: Ledger)
     (run_id,) = [r.run_id for r in ledger.runs()]
     assert f"run {run_id} recorded it as RunFailed" in "".join(caught.value.__notes__)
     events = ledger.events(run_id)
-    assert [e.kind for e in events] == ["RunStarted", "ToolCalled", "ToolReturned", "RunFailed"]
-    assert events[1].payload["effectful"] is True
-    assert events[2].payload["error"] == {
+    kinds = ["RunStarted", "PolicyDecided", "ToolCalled", "ToolReturned", "RunFailed"]
+    assert [e.kind for e in events] == kinds
+    assert events[1].payload["reasons"] == ["redacted:email at RunStarted.input"]
+    assert events[2].payload["effectful"] is True
+    assert events[3].payload["error"] == {
         "code": "ConnectionError",
-        "message": "cannot reach ops@example.com",
+        "message": "cannot reach [redacted:email]",
     }
 
 
