@@ -374,6 +374,19 @@ class RunRecorder:
             return value
         return self._privacy.value(value, where, path)
 
+    def redacted(self, value: Any) -> Any:
+        """``value`` (JSON) as this run stores it: redacted by the run's policy (nothing noted).
+
+        What the run's code should go on with where a value flows back into the run, so that
+        replay, which serves what was recorded, sees the same.
+        """
+        if self._privacy is None or value is None:
+            return value
+        try:
+            return self._privacy.redactor.json(value)[0]
+        except (InvalidPayloadError, RecursionError):
+            return value
+
     @property
     def redaction(self) -> RunPrivacy | None:
         """The run's redaction (policy and redactor), or None when the run redacts nothing."""
