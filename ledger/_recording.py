@@ -1340,6 +1340,9 @@ class _LivePort:
     def record_call(self, call: CallRecord) -> int:
         return self._recorder.record_call(call)
 
+    def redacted(self, value: Any) -> Any:
+        return self._recorder.redacted(value)
+
     async def arecord_call(self, call: CallRecord) -> int:
         return await self._recorder.arecord_call(call)
 

@@ -196,6 +196,10 @@ class ServingPort:
         """`record_call` for async clients: a gated call awaits its turn."""
         return await self._recorder.arecord_served(call)
 
+    def redacted(self, value: Any) -> Any:
+        """``value`` as the run records it (see `RunRecorder.redacted`)."""
+        return self._recorder.redacted(value)
+
 
 class ServingRecorder(CheckingRecorder):
     """A checking recorder that serves instrumented clients and recorded tools from a record.
@@ -283,7 +287,7 @@ class ServingRecorder(CheckingRecorder):
     def serve_model(self, call: CallRecord) -> ServedCall | None:
         """Serve ``call`` from the record; None (live) or a divergence when it cannot be."""
         self._parties.add(_party())
-        key = call_fingerprint(call)
+        key = call_fingerprint(self._as_recorded(call))
         found = self.book.take_call(key)
         if found is None:
             if self._live:
@@ -323,13 +327,20 @@ class ServingRecorder(CheckingRecorder):
                 if messages is call.messages:
                     del self._reserved[index]
                     return found
-        key = call_fingerprint(call)
+        key = call_fingerprint(self._as_recorded(call))
         with self._lock:
             for index, (reserved, _, found) in enumerate(self._reserved):
                 if reserved == key:
                     del self._reserved[index]
                     return found
         return None
+
+    def _as_recorded(self, call: CallRecord) -> CallRecord:
+        """``call`` with its request redacted as the run records it (what the record matches)."""
+        if self.redaction is None:
+            return call
+        messages = self.redacted([dict(m) for m in call.messages])
+        return replace(call, messages=messages, params=self.redacted(dict(call.params)))
 
     def _record_model(self, call: CallRecord, found: BookCall | None) -> int:
         if found is None:
