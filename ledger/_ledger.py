@@ -444,7 +444,7 @@ class Ledger:
         identity = identity.model_copy(update={"redaction": policy_setting(policy)})
         privacy = self.run_privacy(policy)
         if privacy is not None:
-            input = privacy.value(input, "RunStarted", "input")  # noqa: A001 - the input
+            input = privacy.value(input, "RunStarted", "input", changed=True)  # noqa: A001
         started = self._event(
             RunStarted,
             agent=agent,

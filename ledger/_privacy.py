@@ -1,13 +1,13 @@
 """Redaction at the recorder: one run's policy applied to every value before it is persisted.
 
-Owns ``RunPrivacy`` (a run's ``Redactor`` and the findings not yet recorded), how a run's
-policy is written into and read back from its configuration identity (``config.redaction``: the
-policy as JSON, or ``"off"``), and which fields of an event are free text to redact (all
-but the structural ones: ids, refs, names, numbers). A finding is noted only where redaction
-changed a value, so redacting what was already redacted notes nothing; the notes become one
-``PolicyDecided`` (decision ``redact``, the counts by kind, reasons ``redacted:KIND at
-EVENT.PATH``) recorded right before the event that carries the values. Must not record events
-itself, keep the salt anywhere but in memory, or know agents or vendor SDKs.
+Owns ``RunPrivacy`` (a run's ``Redactor`` and the findings not yet recorded), how a run's policy
+is written into and read back from its configuration identity (``config.redaction``: the policy
+as JSON; nothing when the run redacts nothing), and which fields of an event are free text to
+redact (all but the structural ones: ids, refs, names, numbers). Every placeholder in a value as
+stored is noted (those already there too, so that a replay, fed what was recorded, notes the
+same); the notes become one ``PolicyDecided`` (decision ``redact``, the counts by kind, reasons
+``redacted:KIND at EVENT.PATH``) recorded right before the event that carries the values. Must
+not record events itself, keep the salt anywhere but in memory, or know agents or vendor SDKs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ __all__ = [
 ]
 
 _OFF = "off"
-_UNREDACTED = frozenset({"RunStarted", "PolicyDecided", "RunCompleted"})
+_UNREDACTED = frozenset({"RunStarted", "PolicyDecided", "RunCompleted", "RunFailed"})
+"""Kinds the generic pass leaves alone: the input and a failure's error are redacted (and their
+findings recorded) before the event is built, which the run's end needs."""
 _STRUCTURAL = frozenset(
     {
         "call_id",
@@ -103,16 +105,24 @@ class RunPrivacy:
         self.redactor = Redactor(policy, salt=salt, cache_size=8192)
         self._notes: list[tuple[str, Finding]] = []
 
-    def value(self, value: Any, where: str, path: str = "") -> Any:
-        """``value`` (JSON) redacted; what changed is noted as found at ``where``.``path``."""
+    def value(self, value: Any, where: str, path: str = "", *, changed: bool = False) -> Any:
+        """``value`` (JSON) redacted; its placeholders noted as found at ``where``.``path``.
+
+        Every placeholder in the result is noted, those already in ``value`` too: a replay,
+        which feeds the run what was recorded (already redacted), then notes what the recorded
+        run noted. ``changed`` notes nothing unless redaction changed the value (the input,
+        which a policy gate may have redacted before).
+        """
         try:
             redacted, findings = self.redactor.json(value, path=path)
         except (InvalidPayloadError, RecursionError):
             return value  # not JSON: left for the event's validation to name the problem
-        if not findings or redacted == value:
+        if not findings:
             return value
-        self._notes.extend((where, finding) for finding in findings)
-        return redacted
+        same = redacted == value
+        if not (changed and same):
+            self._notes.extend((where, finding) for finding in findings)
+        return value if same else redacted
 
     def event(self, event: LedgerEvent) -> LedgerEvent:
         """``event`` with its free-text fields redacted (the same object when nothing changed)."""

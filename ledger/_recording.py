@@ -343,17 +343,24 @@ class RunRecorder:
         """Append any catalogue event; returns its position. Flushed now unless in a batch.
 
         The event is checked against the ledger's `Limits` here, so a refused one raises at
-        this call and never joins the batch.
+        this call and never joins the batch. Its free text is redacted by the run's policy
+        first, and what was redacted is recorded as a PolicyDecided right before it.
         """
+        if isinstance(event, LedgerEvent):
+            event, decided = self._private(event)
+            if decided is not None:
+                self._write(decided)
+        return self._write(event)
+
+    @_operation
+    def _write(self, event: LedgerEvent) -> int:
+        """`record` without redaction: the event as it is (replay writes what it compared)."""
         if not isinstance(event, LedgerEvent):
             raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
         if event.kind == "RunStarted":
             raise InvalidEventError(event.kind, "a run starts once: use Ledger.record_run()")
         if self._ended or self._run.status != "running":
             raise RunClosedError(self.run_id, self._run.status)
-        event, decided = self._private(event)
-        if decided is not None:
-            self._pending.append(self._ledger._prepare(decided))
         ready, self._ready = self._ready, None
         prepared = ready[1] if ready is not None and ready[0] is event else None
         self._pending.append(prepared or self._ledger._prepare(event))
@@ -586,15 +593,15 @@ class RunRecorder:
                 outer.extend(staged)
 
     def _inline_or_ref(self, value: Any, where: str, path: str) -> tuple[Any, str | None]:
+        """``value`` inline (redacted with its event), or the ref of a blob (redacted now)."""
         if value is None:
             return None, None
-        value = self._redacted(value, where, path)
         try:
             size = len(_SIZER.encode(value))
         except (TypeError, ValueError, RecursionError):
             return value, None  # not JSON, or too deep: the event's validation names the problem
         if size > INLINE_LIMIT:
-            return None, self.put_blob(value)
+            return None, self.put_blob(self._redacted(value, where, path))
         return value, None
 
     # Conversation chains ---------------------------------------------------------------------
@@ -753,7 +760,7 @@ class RunRecorder:
         if chunks is not None:
             chunks_ref = self.put_blob({"chunks": [list(chunk) for chunk in chunks]})
         tools_ref = self.put_blob(list(tools)) if tools else None
-        params_dict = self._redacted(dict(params or {}), "ModelCalled", "params")
+        params_dict = dict(params or {})  # redacted with the event (see `record`)
         response_ref = None
         answer = None
         if response is not None:
@@ -788,7 +795,7 @@ class RunRecorder:
         position = self.record(event)
         request = {
             "model": model,
-            "params": params_dict,
+            "params": self.redacted(params_dict),
             "messages_ref": head,
             "tools_ref": tools_ref,
         }
@@ -1189,7 +1196,7 @@ class RunRecorder:
         """A failure's error redacted, and the PolicyDecided to record before RunFailed."""
         if self._privacy is None:
             return info, None
-        data = self._privacy.value(info.model_dump(mode="json"), "RunFailed", "error")
+        data = self._privacy.value(info.model_dump(mode="json"), "RunFailed", "error", changed=True)
         return ErrorInfo.model_validate(data), self._privacy.decided()
 
     def _settle(self) -> None:

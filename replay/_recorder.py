@@ -39,6 +39,7 @@ __all__ = [
     "Beyond",
     "CheckingRecorder",
     "ReplayStopped",
+    "redaction_fact",
     "run_end",
     "salt_for",
 ]
@@ -67,6 +68,17 @@ def _passed_over(event: RecordedEvent) -> bool:
     if event.kind == ANNOTATION:
         return True
     return event.position == 2 and event.kind == "PolicyDecided" and _input_redaction(event)
+
+
+def redaction_fact(event: RecordedEvent) -> bool:
+    """Whether ``event`` is a PolicyDecided the recorder wrote for what it redacted.
+
+    Its reasons read ``redacted:KIND at EVENT.PATH`` (the policy gate's read ``redacted:KIND``).
+    """
+    if event.kind != "PolicyDecided":
+        return False
+    reasons = event.payload.get("reasons") or []
+    return bool(reasons) and all(" at " in reason for reason in reasons)
 
 
 def _input_redaction(event: RecordedEvent) -> bool:
@@ -155,7 +167,7 @@ class CheckingRecorder(RunRecorder):
             self._check(position, event)
             self.compared = position
             if self._write_prefix:
-                written = super().record(event)
+                written = super()._write(event)
             else:
                 self._cursor = position
                 written = position
@@ -165,7 +177,7 @@ class CheckingRecorder(RunRecorder):
         if self._beyond == "diverge":
             actual = (event.kind, comparable_event(event))
             self._diverge(divergence(position, None, actual, "replay recorded more events"))
-        return super().record(event)
+        return super()._write(event)
 
     def finish(self) -> None:
         """After the run: a replay that recorded fewer events than the record diverged."""
@@ -202,7 +214,7 @@ class CheckingRecorder(RunRecorder):
             note = self._expected[position - 1]
             if self._write_prefix:
                 payload = upcast(note.kind, note.version, note.payload)
-                super().record(event_type(note.kind).model_validate(payload))
+                super()._write(event_type(note.kind).model_validate(payload))
             else:
                 self._cursor = position
             position = self.position + 1

@@ -53,7 +53,12 @@ from agentledger.ledger.events import (
 )
 from agentledger.replay._compare import comparable, comparable_event, divergence
 from agentledger.replay._ports import arguments_key
-from agentledger.replay._recorder import Beyond, CheckingRecorder, ReplayStopped
+from agentledger.replay._recorder import (
+    Beyond,
+    CheckingRecorder,
+    ReplayStopped,
+    redaction_fact,
+)
 from agentledger.replay.errors import EffectRefusedError, ReplayDivergenceError
 
 __all__ = ["BookCall", "BookTool", "CallBook", "ServingPort", "ServingRecorder"]
@@ -542,8 +547,15 @@ class ServingRecorder(CheckingRecorder):
 
     # Turns -------------------------------------------------------------------------------------
 
+    def _turn(self, position: int) -> int:
+        """Where a recorded event's operation began: before the redaction facts it comes with."""
+        while position > 2 and redaction_fact(self._expected[position - 2]):
+            position -= 1
+        return position
+
     def _wait_turn(self, position: int) -> None:
         """Block until every event before ``position`` is recorded (a thread's served call)."""
+        position = self._turn(position)
         me = _party()
         deadline = time.monotonic() + self._stall
         with self._turns:
@@ -564,6 +576,7 @@ class ServingRecorder(CheckingRecorder):
 
     async def _await_turn(self, position: int) -> None:
         """`_wait_turn` for a task: awaits, so the other tasks go on."""
+        position = self._turn(position)
         me = _party()
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self._stall
