@@ -205,7 +205,9 @@ class PostgresRecorder(PostgresApplicationRecorder):
             curs.execute(
                 SQL("SELECT value FROM {} WHERE name = %s").format(self._settings), (name,)
             )
-            return str(curs.fetchone()["value"])
+            row = curs.fetchone()
+            assert row is not None  # inserted above unless it was there
+            return str(row["value"])
 
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""

@@ -85,8 +85,9 @@ DEFAULT_REDACTION = _Default()
 def _policy(redaction: RedactionPolicy | _Default | None) -> RedactionPolicy | None:
     if isinstance(redaction, _Default):
         return RedactionPolicy()
-    if redaction is not None and not isinstance(redaction, RedactionPolicy):
-        msg = f"redaction= takes a RedactionPolicy or None, not {type(redaction).__name__}"
+    checked: object = redaction  # callers without type checking may pass anything
+    if checked is not None and not isinstance(checked, RedactionPolicy):
+        msg = f"redaction= takes a RedactionPolicy or None, not {type(checked).__name__}"
         raise UsageError(msg)
     return redaction
 

@@ -249,8 +249,8 @@ class Redactor:
 
     def _redact(self, text: str, whole: Kind | None) -> str:
         for _ in range(_MAX_PASSES):
-            secret = whole and text.strip() and text != _MARKER
-            extra = [Span(0, len(text), whole)] if secret else []
+            secret = whole is not None and bool(text.strip()) and text != _MARKER
+            extra = [Span(0, len(text), whole)] if whole is not None and secret else []
             spans = detect(text, self.policy.phone_regions, extra=extra)
             changed = self._apply(text, spans)
             if changed == text:
