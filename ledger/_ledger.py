@@ -495,14 +495,27 @@ class Ledger:
         about_position: int | None = None,
         labels: Sequence[str] = (),
     ) -> RecordedEvent:
-        """Append a human note to any run (also a finished one): appended, never an edit."""
-        event = RunAnnotated(
+        """Append a human note to any run (also a finished one): appended, never an edit.
+
+        The note and reason are redacted by the ledger's policy first; a run may be closed, so
+        no PolicyDecided can follow it: each kind redacted is named in a ``redacted:KIND`` label.
+        """
+        event: LedgerEvent = RunAnnotated(
             author=author,
             note=note,
             reason=reason,
             about_position=about_position,
             labels=list(labels),
         )
+        privacy = self.run_privacy(self.redaction)
+        if privacy is not None:
+            event = privacy.event(event)
+            decided = privacy.decided()
+            if decided is not None:
+                found = [f"redacted:{r.kind}" for r in decided.redactions]
+                event = event.model_copy(
+                    update={"labels": [*labels, *(f for f in found if f not in labels)]}
+                )
         return self.append(run_id, event)[0]
 
     def load(self, run_id: str) -> Run:

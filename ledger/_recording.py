@@ -1070,10 +1070,11 @@ class RunRecorder:
 
         Works on plain and ``async`` functions, bare or as ``@run.recorded_tool(name=...,
         effectful=...)``. Each call records ToolCalled (the bound arguments as JSON) when it is
-        made and ToolReturned when it returns: its result as JSON, which is also what the call
-        returns (the ledger's form: a replay hands back exactly this), or, when the function
-        raises, a failed result naming the exception before it is re-raised. In replay the
-        recorded result is served and the function is not called.
+        made and ToolReturned when it returns: its result as JSON (redacted by the run's
+        policy), which is also what the call returns (the ledger's form: a replay hands back
+        exactly this), or, when the function raises, a failed result naming the exception
+        before it is re-raised. In replay the recorded result is served and the function is
+        not called.
         """
         spec = ToolSpec(name=name, effectful=effectful, version=version)
         if fn is not None:
@@ -1093,7 +1094,7 @@ class RunRecorder:
         """Run a tool whose ToolCalled is recorded; record its result and hand it back."""
         outcome = spec.run(invoke)
         self.tool_result(call_id, caused_by=position, **outcome.envelope)
-        return outcome.result()
+        return self.redacted(outcome.result())
 
     async def _acall_tool(
         self, spec: ToolSpec, arguments: Any, invoke: Callable[[], Coroutine[Any, Any, Any]]
@@ -1116,7 +1117,7 @@ class RunRecorder:
             await self.aflush()
         outcome = await spec.arun(invoke)
         await self.atool_result(call_id, caused_by=position, **outcome.envelope)
-        return outcome.result()
+        return self.redacted(outcome.result())
 
     # Closing ---------------------------------------------------------------------------------
 

@@ -265,3 +265,25 @@ def test_each_conversation_message_is_redacted_once() -> None:
         f.payload["reasons"] == [f"redacted:email at ModelCalled.messages[{2 * i}].content"]
         for i, f in enumerate(facts)
     )
+
+
+def test_a_recorded_tool_hands_back_its_result_as_recorded(ledger: Ledger) -> None:
+    """The code goes on with the redacted result a replay would serve."""
+    with ledger.record_run("privacy") as run:
+
+        @run.recorded_tool
+        def card_on_file(user: str) -> dict[str, str]:
+            return {"user": user, "card": "6011.1111.1111.1117"}
+
+        assert card_on_file("u-1") == {"user": "u-1", "card": "[redacted:card]"}
+
+
+def test_an_annotation_is_redacted_and_labelled_with_what_was(ledger: Ledger) -> None:
+    """A note on a closed run is redacted by the ledger's policy; labels name the kinds."""
+    with ledger.record_run("privacy") as run:
+        pass
+    note = ledger.annotate(
+        run.run_id, author="ops", note="customer jane.doe@example.com called", labels=["ok"]
+    )
+    assert note.payload["note"] == "customer [redacted:email] called"
+    assert note.payload["labels"] == ["ok", "redacted:email"]
