@@ -229,13 +229,13 @@ def test_a_bundled_agent_answering_with_an_email_replays_identically() -> None:
     book = memory_ledger()
     step = {"agent": "geo", "args": {"place": "Old Town"}}
     said = "At [place:old-town]. Ask desk@old-town.example."
-    models = router_script(plan={"router_plan": [step]}, answer=[said, said])
+    models = router_script(plan={"router_plan": [step]}, answer=said)
     run = run_agent(book, "router", "Where is Old Town?", models=models)
     stored = json.dumps([e.payload for e in book.events(run.run_id)])
     assert "desk@old-town.example" not in stored
     facts = [e for e in book.events(run.run_id) if e.kind == "PolicyDecided"]
-    assert "redacted:email at ModelCalled.response.content" in facts[1].payload["reasons"]
-    assert "desk@old-town.example" not in str(run.answer)
+    assert facts[1].payload["reasons"] == ["redacted:email at ModelCalled.response.content"]
+    assert run.answer == "At [place:old-town]. Ask [redacted:email]."  # not a citation
     assert replay_run(book, run.run_id).identical
 
 
