@@ -8,6 +8,7 @@ fact, and a run recorded with redaction replays identically.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import tempfile
@@ -287,3 +288,35 @@ def test_an_annotation_is_redacted_and_labelled_with_what_was(ledger: Ledger) ->
     )
     assert note.payload["note"] == "customer [redacted:email] called"
     assert note.payload["labels"] == ["ok", "redacted:email"]
+
+
+def test_a_run_that_hashes_replays_identically_with_the_ledgers_salt(ledger: Ledger) -> None:
+    """Replay re-applies the recorded policy with the ledger's salt: the same placeholders."""
+    policy = RedactionPolicy(actions={"email": "hash"})
+    answer, run_id = ledger.record_function(
+        agents.contact, "I am jane.doe@example.com", redaction=policy
+    )
+    assert "[email:" in answer
+    assert replay_run(ledger, run_id).identical
+
+
+def test_async_runs_record_the_same_redactions() -> None:
+    """``arecord_run`` and the awaitable methods redact, and record the facts, alike."""
+
+    async def main(ledger: Ledger) -> str:
+        async with ledger.arecord_run("privacy", input="jane.doe@example.com") as run:
+            await run.aanswer("call +44 20 7946 0958")
+            return run.run_id
+
+    ledger = Ledger.open("memory://")
+    run_id = asyncio.run(main(ledger))
+    events = ledger.events(run_id)
+    assert [e.kind for e in events] == [
+        "RunStarted",
+        "PolicyDecided",
+        "PolicyDecided",
+        "SynthesisProduced",
+        "RunCompleted",
+    ]
+    assert events[0].payload["input"] == "[redacted:email]"
+    assert events[3].payload["answer"] == "call [redacted:phone]"
