@@ -361,7 +361,17 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         return found
 
     def setting(self, name: str, value: str) -> str:
-        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
+        """The ledger's setting ``name``, stored as ``value`` first when it has none.
+
+        Read first, so a ledger opened read-only can read a setting it already has.
+        """
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT name FROM sqlite_master WHERE name = 'agentledger_settings'")
+            if c.fetchone() is not None:
+                c.execute("SELECT value FROM agentledger_settings WHERE name = ?", [name])
+                row = c.fetchone()
+                if row is not None:
+                    return str(row["value"])
         with self.datastore.transaction(commit=True) as c:
             c.execute(SETTINGS_DDL)  # created on first need: most ledgers never hash
             c.execute(
