@@ -255,6 +255,11 @@ class RunContext:
             ttft_ms=response.ttft_ms if response is not None else None,
             chunks=response.chunks if response is not None else None,
         )
+        if response is not None and record.response is not None:
+            message = response.message.model_dump(mode="json")
+            if record.response != message:  # redacted: go on with what the run recorded
+                recorded = type(response.message).model_validate(record.response)
+                response = response.model_copy(update={"message": recorded})
         if response is not None and response.message.tool_calls:
             response = _as_recorded_response(response)
         self.counters.tokens += usage.total if usage else 0
@@ -384,7 +389,8 @@ class RunContext:
             served_from=result.served_from,
         )
         if result.ok and result.data is not None:  # what a replay, served from the record, sees
-            result = result.model_copy(update={"data": as_recorded(result.data)})
+            data = self.recorder.redacted(as_recorded(result.data))
+            result = result.model_copy(update={"data": data})
         late = check_latency(self.limits, name, result) if agent_tool is None else None
         if late is not None:
             self._record_trip(late, step_id)

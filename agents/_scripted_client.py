@@ -333,6 +333,12 @@ def _served_error(served: ServedCall) -> ScriptedCallError:
     return ScriptedCallError(served.error.type, served.error.message)
 
 
+def _as_recorded(port: ModelCallPort, data: Any) -> Any:
+    """The answer as the run records it (redacted by a port that redacts; see `redacted`)."""
+    redact = getattr(port, "redacted", None)
+    return redact(data) if redact is not None else data
+
+
 class _InstrumentedCompletions:
     def __init__(self, client: ScriptedClient, port: ModelCallPort) -> None:
         self._client = client
@@ -366,7 +372,7 @@ class _InstrumentedCompletions:
             if not stream:
                 data = answer._data
                 self._port.record_call(call.finished(data, stream=False))
-                return ScriptedCompletion(data)
+                return ScriptedCompletion(_as_recorded(self._port, data))
             return self._relay(call, answer)
         if stream:
             replayed = iter([_View(c) for c in _chunks(data, self._client.chunk_size)])
@@ -418,7 +424,7 @@ class _AsyncInstrumentedCompletions:
             if not stream:
                 data = answer._data
                 await self._port.arecord_call(call.finished(data, stream=False))
-                return ScriptedCompletion(data)
+                return ScriptedCompletion(_as_recorded(self._port, data))
             return self._relay(call, answer)
         if stream:
             replayed = _aiter([_View(c) for c in _chunks(data, self._client.chunk_size)])

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from agentledger.ledger.redaction import count_placeholders
+
 if TYPE_CHECKING:
     from agentledger.agents._context import RunContext
 
@@ -55,8 +57,12 @@ def evidence_in(data: Any) -> list[str]:
 
 
 def cited_ids(text: str) -> list[str]:
-    """The ids an answer cites in square brackets, in order, without duplicates."""
-    return list(dict.fromkeys(m.group("id") for m in _CITATION.finditer(text)))
+    """The ids an answer cites in square brackets, in order, without duplicates.
+
+    A redaction's placeholder (``[redacted:email]``, ``[email:<12 hex>]``) is not a citation.
+    """
+    found = (m.group("id") for m in _CITATION.finditer(text))
+    return list(dict.fromkeys(i for i in found if not count_placeholders(f"[{i}]")))
 
 
 def strip_citations(text: str, ids: Iterable[str]) -> str:

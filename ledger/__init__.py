@@ -44,6 +44,7 @@ from agentledger.ledger._ports import (
     format_timestamp,
     parse_timestamp,
 )
+from agentledger.ledger._privacy import RunPrivacy, policy_of
 from agentledger.ledger._recording import (
     INLINE_LIMIT,
     AsyncRunStart,
@@ -152,6 +153,7 @@ __all__ = [
     "Run",
     "RunClosedError",
     "RunInfo",
+    "RunPrivacy",
     "RunQuery",
     "RunRecorder",
     "RunTotals",
@@ -182,6 +184,7 @@ __all__ = [
     "load_entry",
     "pack_blob",
     "parse_timestamp",
+    "policy_of",
     "raise_recorded",
     "recorded_function",
     "register_instrumentation",

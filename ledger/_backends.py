@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 ENTRY_RUNS_DDL = (
@@ -60,6 +60,12 @@ ENTRY_RUNS_DDL = (
 """Runs this ledger started from a user function (`Ledger.record_function`). An imported run
 is never listed: replay runs the code a RunStarted names only for runs listed here, and needs
 ``--entry`` for any other (it never runs code named only by a record it did not make)."""
+SETTINGS_DDL = (
+    "CREATE TABLE IF NOT EXISTS agentledger_settings "
+    "(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+)
+"""The ledger's own settings (the salt of the redaction policy's ``hash`` action): written once,
+never part of an event, a blob or an export."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -123,6 +129,10 @@ class LedgerRecorder(Protocol):
 
     def recorded_entry(self, run_id: str) -> bool:
         """Whether this ledger started the run from a user function it recorded itself."""
+        ...
+
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
         ...
 
 
@@ -471,6 +481,27 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                     )
         return found
 
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none.
+
+        Read first, so a ledger opened read-only can read a setting it already has.
+        """
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT name FROM sqlite_master WHERE name = 'agentledger_settings'")
+            if c.fetchone() is not None:
+                c.execute("SELECT value FROM agentledger_settings WHERE name = ?", [name])
+                row = c.fetchone()
+                if row is not None:
+                    return str(row["value"])
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SETTINGS_DDL)  # created on first need: most ledgers never hash
+            c.execute(
+                "INSERT OR IGNORE INTO agentledger_settings (name, value) VALUES (?, ?)",
+                [name, value],
+            )
+            c.execute("SELECT value FROM agentledger_settings WHERE name = ?", [name])
+            return str(c.fetchone()["value"])
+
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""
         with self.datastore.transaction(commit=False) as c:
@@ -545,6 +576,11 @@ class MemoryRecorder(POPOApplicationRecorder):
         self._runs: dict[str, dict[str, Any]] = {}
         self._tags: dict[str, set[str]] = {}
         self._entries: set[str] = set()
+        self._settings: dict[str, str] = {}
+
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
+        return self._settings.setdefault(name, value)
 
     def _update_table(
         self,

@@ -51,6 +51,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self._tags = SQL("{}.agentledger_run_tags").format(schema)
         self._entries = SQL("{}.agentledger_entry_runs").format(schema)
         self._schema = SQL("{}.agentledger_schema").format(schema)
+        self._settings = SQL("{}.agentledger_settings").format(schema)
         events = SQL("{}.{}").format(schema, Identifier(events_table_name))
         self.sql_create_statements += [
             SQL(
@@ -74,6 +75,9 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "PRIMARY KEY (tag, run_id))"
             ).format(self._tags),
             SQL("CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY)").format(self._entries),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            ).format(self._settings),
             SQL(
                 "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
@@ -238,6 +242,22 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 row["ref"]: BlobRow(row["ref"], row["size"], row["encoding"], bytes(row["data"]))
                 for row in curs.fetchall()
             }
+
+    def setting(self, name: str, value: str) -> str:
+        """The ledger's setting ``name``, stored as ``value`` first when it has none."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "INSERT INTO {} (name, value) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+                ).format(self._settings),
+                (name, value),
+            )
+            curs.execute(
+                SQL("SELECT value FROM {} WHERE name = %s").format(self._settings), (name,)
+            )
+            row = curs.fetchone()
+            assert row is not None  # inserted above unless it was there
+            return str(row["value"])
 
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""

@@ -26,6 +26,7 @@ from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
+from agentledger.ledger._privacy import RunPrivacy, policy_of, policy_setting
 from agentledger.ledger._records import (
     BlobRow,
     RecordedEvent,
@@ -57,6 +58,7 @@ from agentledger.ledger.events import (
     RunAnnotated,
     RunStarted,
 )
+from agentledger.ledger.redaction import RedactionPolicy
 
 if TYPE_CHECKING:
     from agentledger.ledger._committer import GroupCommitter
@@ -67,6 +69,27 @@ if TYPE_CHECKING:
 __all__ = ["Head", "Ledger", "Prepared", "RunQuery", "Sealed"]
 
 ENV_URL = "AGENTLEDGER_DB"
+
+
+class _Default:
+    """The type of `DEFAULT_REDACTION`: "the ledger's policy" (or "the default policy")."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_REDACTION"
+
+
+DEFAULT_REDACTION = _Default()
+"""Redaction left to the ledger: ``RedactionPolicy()`` for a ledger, the ledger's for a run."""
+
+
+def _policy(redaction: RedactionPolicy | _Default | None) -> RedactionPolicy | None:
+    if isinstance(redaction, _Default):
+        return RedactionPolicy()
+    checked: object = redaction  # callers without type checking may pass anything
+    if checked is not None and not isinstance(checked, RedactionPolicy):
+        msg = f"redaction= takes a RedactionPolicy or None, not {type(checked).__name__}"
+        raise UsageError(msg)
+    return redaction
 
 
 class Ledger:
@@ -83,9 +106,13 @@ class Ledger:
         ids: IdSource | None = None,
         log: EventLogger | None = None,
         limits: Limits | None = None,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        redaction_salt: bytes | None = None,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
+        self.redaction: RedactionPolicy | None = _policy(redaction)
+        self._salt = redaction_salt
         self._store = store
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
@@ -103,6 +130,8 @@ class Ledger:
         limits: Limits | None = None,
         create: bool = True,
         read_only: bool = False,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        redaction_salt: bytes | None = None,
     ) -> Ledger:
         """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``).
 
@@ -112,13 +141,26 @@ class Ledger:
 
         `limits` caps the size and depth of every payload and blob written or imported (default
         `Limits()`: 16 MiB and 256 levels).
+
+        ``redaction`` is the policy every run records with unless it names its own (default
+        ``RedactionPolicy()``: every kind of personal data and secret is redacted; ``None``
+        redacts nothing). ``redaction_salt`` keys the ``hash`` action; by default the ledger
+        generates one when a policy first needs it and keeps it in its own database.
         """
         if limits is not None and not isinstance(limits, Limits):
             raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
         store = open_store(
             url or os.environ.get(ENV_URL) or DEFAULT_URL, create=create, read_only=read_only
         )
-        return cls(store, clock=clock, ids=ids, log=log, limits=limits)
+        return cls(
+            store,
+            clock=clock,
+            ids=ids,
+            log=log,
+            limits=limits,
+            redaction=redaction,
+            redaction_salt=redaction_salt,
+        )
 
     @property
     def url(self) -> str:
@@ -178,17 +220,20 @@ class Ledger:
         overrides: Mapping[str, Any] | None = None,
         prompts: Mapping[str, PromptSpec] | None = None,
         entry: EntryPoint | None = None,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
     ) -> RunRecorder:
         """Start a run and return its recorder (a context manager that completes the run).
 
         ``with ledger.record_run("my-agent", input=question) as run: ...`` records RunStarted at
         once, RunCompleted when the block ends, and RunFailed (then re-raises) if it raises.
         ``prompts`` (role -> text, or (version, text)) are recorded in the configuration
-        identity and read back with ``run.prompt_text(role)``.
+        identity and read back with ``run.prompt_text(role)``. ``redaction`` overrides the
+        ledger's policy for this run (``None``: redact nothing); the policy used is recorded in
+        the configuration identity (``config.redaction``), never the salt.
         """
         from agentledger.ledger._recording import RunRecorder
 
-        started, run_id, blobs, texts = self._starting(
+        started, run_id, blobs, texts, privacy = self._starting(
             agent,
             input,
             config=config,
@@ -200,8 +245,11 @@ class Ledger:
             overrides=overrides,
             prompts=prompts,
             entry=entry,
+            redaction=redaction,
         )
-        return RunRecorder._start(self, started, run_id, blobs=blobs, prompt_texts=texts)
+        return RunRecorder._start(
+            self, started, run_id, blobs=blobs, prompt_texts=texts, privacy=privacy
+        )
 
     def arecord_run(
         self,
@@ -217,6 +265,7 @@ class Ledger:
         overrides: Mapping[str, Any] | None = None,
         prompts: Mapping[str, PromptSpec] | None = None,
         entry: EntryPoint | None = None,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
     ) -> AsyncRunStart:
         """`record_run` for async code: ``async with ledger.arecord_run(...) as run:``.
 
@@ -227,7 +276,7 @@ class Ledger:
         """
         from agentledger.ledger._recording import AsyncRunStart
 
-        started, run_id, blobs, texts = self._starting(
+        started, run_id, blobs, texts, privacy = self._starting(
             agent,
             input,
             config=config,
@@ -239,8 +288,9 @@ class Ledger:
             overrides=overrides,
             prompts=prompts,
             entry=entry,
+            redaction=redaction,
         )
-        return AsyncRunStart(self, started, run_id, blobs, texts)
+        return AsyncRunStart(self, started, run_id, blobs, texts, privacy=privacy)
 
     def record_function(
         self,
@@ -252,6 +302,7 @@ class Ledger:
         prompts: Mapping[str, PromptSpec] | None = None,
         config: ConfigIdentity | None = None,
         run_id: str | None = None,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
     ) -> tuple[Any, str]:
         """Record ``fn(run, input)`` as a run; returns (what it returned, the run id).
 
@@ -263,9 +314,10 @@ class Ledger:
         (or (version, text)), recorded in the configuration identity; the function reads them
         with ``run.prompt_text(role)``, which is what lets a rerun try new versions. When ``fn``
         raises, the run records RunFailed and the exception propagates, with a note naming the
-        run. An ``async def`` function runs on its own event loop (``asyncio.run``); inside a
-        running loop, use `arecord_function`. Lambdas, nested functions and bound methods are
-        refused (`EntryError`): replay could not import them back.
+        run. The function receives the input as recorded: redacted by the run's policy
+        (``redaction``, as for `record_run`). An ``async def`` function runs on its own event
+        loop (``asyncio.run``); inside a running loop, use `arecord_function`. Lambdas, nested
+        functions and bound methods are refused (`EntryError`): replay could not import them back.
         """
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         if inspect.iscoroutinefunction(function):
@@ -283,6 +335,7 @@ class Ledger:
                         prompts=prompts,
                         config=config,
                         run_id=run_id,
+                        redaction=redaction,
                     )
                 )
             msg = (
@@ -291,10 +344,11 @@ class Ledger:
             )
             raise UsageError(msg)
         options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
+        options["redaction"] = redaction
         recorder = self.record_run(**options)
         try:
             with recorder as run:
-                result = function(run, options["input"])
+                result = function(run, run.input)
         except Exception as error:
             error.add_note(f"agentledger: run {recorder.run_id} recorded it as RunFailed")
             raise
@@ -310,6 +364,7 @@ class Ledger:
         prompts: Mapping[str, PromptSpec] | None = None,
         config: ConfigIdentity | None = None,
         run_id: str | None = None,
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
     ) -> tuple[Any, str]:
         """`record_function` for async code: awaits ``fn(run, input)`` in an async run.
 
@@ -318,16 +373,17 @@ class Ledger:
         """
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
+        options["redaction"] = redaction
         start = self.arecord_run(**options)
         recorder = await start
         try:
             async with recorder as run:
                 if inspect.iscoroutinefunction(function):
-                    result = await function(run, options["input"])
+                    result = await function(run, run.input)
                 else:
                     import asyncio
 
-                    result = await asyncio.to_thread(function, run, options["input"])
+                    result = await asyncio.to_thread(function, run, run.input)
         except Exception as error:
             error.add_note(f"agentledger: run {recorder.run_id} recorded it as RunFailed")
             raise
@@ -370,8 +426,13 @@ class Ledger:
         overrides: Mapping[str, Any] | None,
         prompts: Mapping[str, PromptSpec] | None,
         entry: EntryPoint | None,
-    ) -> tuple[RunStarted, str, dict[str, bytes], dict[str, str]]:
-        """A run's RunStarted (checked), its id, the prompt blobs and texts it records."""
+        redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+    ) -> tuple[RunStarted, str, dict[str, bytes], dict[str, str], RunPrivacy | None]:
+        """A run's RunStarted (checked, its input redacted), id, prompt blobs and texts, privacy.
+
+        The policy is ``redaction``, else the one ``config`` records (a rerun keeps its
+        parent's), else the ledger's; it is recorded in the configuration identity.
+        """
         if isinstance(tags, str):
             raise InvalidEventError("RunStarted", "tags: give a list of tags, not one string")
         identity = config or ConfigIdentity()
@@ -380,6 +441,15 @@ class Ledger:
         if prompts:
             refs, texts, blobs = prompt_refs(prompts)
             identity = identity.model_copy(update={"prompts": {**identity.prompts, **refs}})
+        if isinstance(redaction, _Default):
+            known, recorded = policy_of(identity.redaction)
+            policy = recorded if known else self.redaction
+        else:
+            policy = _policy(redaction)
+        identity = identity.model_copy(update={"redaction": policy_setting(policy)})
+        privacy = self.run_privacy(policy)
+        if privacy is not None:
+            input = privacy.value(input, "RunStarted", "input", changed=True)  # noqa: A001
         started = self._event(
             RunStarted,
             agent=agent,
@@ -393,7 +463,23 @@ class Ledger:
             entry=entry,
         )
         assert isinstance(started, RunStarted)
-        return started, run_id or self.ids.new_run_id(), blobs, texts
+        return started, run_id or self.ids.new_run_id(), blobs, texts, privacy
+
+    def run_privacy(self, policy: RedactionPolicy | None) -> RunPrivacy | None:
+        """A run's redaction under ``policy`` (keyed by the ledger's salt); None for no policy."""
+        if policy is None:
+            return None
+        return RunPrivacy(policy, self.redaction_salt() if policy.hashes else None)
+
+    def redaction_salt(self) -> bytes:
+        """The ledger's salt for the ``hash`` action: given at open, else kept in its database.
+
+        Generated on first need and stored in the ledger's settings table, so every run of the
+        ledger hashes one value to one placeholder. It is never written into events or exports.
+        """
+        if self._salt is None:
+            self._salt = self._store.salt()
+        return self._salt
 
     def append(self, run_id: str, *events: LedgerEvent) -> list[RecordedEvent]:
         """Append events to an existing run in one transaction (low-level; prefer a recorder)."""
@@ -413,14 +499,27 @@ class Ledger:
         about_position: int | None = None,
         labels: Sequence[str] = (),
     ) -> RecordedEvent:
-        """Append a human note to any run (also a finished one): appended, never an edit."""
-        event = RunAnnotated(
+        """Append a human note to any run (also a finished one): appended, never an edit.
+
+        The note and reason are redacted by the ledger's policy first; a run may be closed, so
+        no PolicyDecided can follow it: each kind redacted is named in a ``redacted:KIND`` label.
+        """
+        event: LedgerEvent = RunAnnotated(
             author=author,
             note=note,
             reason=reason,
             about_position=about_position,
             labels=list(labels),
         )
+        privacy = self.run_privacy(self.redaction)
+        if privacy is not None:
+            event = privacy.event(event)
+            decided = privacy.decided()
+            if decided is not None:
+                found = [f"redacted:{r.kind}" for r in decided.redactions]
+                event = event.model_copy(
+                    update={"labels": [*labels, *(f for f in found if f not in labels)]}
+                )
         return self.append(run_id, event)[0]
 
     def load(self, run_id: str) -> Run:

@@ -54,6 +54,7 @@ from agentledger.ledger._instrument import (
     instrumentation_for,
 )
 from agentledger.ledger._ledger import Head, Prepared, Sealed
+from agentledger.ledger._privacy import RunPrivacy
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger._run import Run
 from agentledger.ledger._tooling import ToolSpec, tool_wrapper
@@ -123,6 +124,8 @@ class ModelCallRecord:
     response_ref: str | None
     request: Mapping[str, Any] = field(repr=False, compare=False)
     """The fields `request_fingerprint` reads (model, params, messages_ref, tools_ref)."""
+    response: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The answer as recorded (redacted by the run's policy): what the run's code should use."""
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -198,6 +201,9 @@ class RunRecorder:
         self._chain_messages: list[Any] = []
         self._chain_refs: list[str] = []
         self._written: set[str] = set()
+        self._privacy: RunPrivacy | None = None
+        self.input: Any = None
+        """The run's input as recorded (redacted by the run's policy): what its code should use."""
         self.recorded: list[RecordedEvent] = []
 
     @classmethod
@@ -209,10 +215,18 @@ class RunRecorder:
         *,
         blobs: Mapping[str, bytes] | None = None,
         prompt_texts: Mapping[str, str] | None = None,
+        privacy: RunPrivacy | None = None,
     ) -> RunRecorder:
+        given = started.input
         started, prepared, all_blobs = _starting(ledger, started, blobs)
         recorded = ledger._commit(None, [prepared], all_blobs, started=(run_id, started))
-        return cls._opened(ledger, recorded, prepared, prompt_texts)
+        recorder = cls._opened(ledger, recorded, prepared, prompt_texts)
+        recorder._privacy = privacy
+        recorder.input = given
+        decided = privacy.decided() if privacy is not None else None
+        if decided is not None:  # what was redacted from the input: right after RunStarted
+            recorder.record(decided)
+        return recorder
 
     @classmethod
     async def _astart(
@@ -223,8 +237,10 @@ class RunRecorder:
         *,
         blobs: Mapping[str, bytes] | None = None,
         prompt_texts: Mapping[str, str] | None = None,
+        privacy: RunPrivacy | None = None,
     ) -> RunRecorder:
         """`_start` for async code: RunStarted is committed by a worker thread."""
+        given = started.input
         started, prepared, all_blobs = _starting(ledger, started, blobs)
         request = CommitRequest(
             run_id=run_id,
@@ -237,7 +253,13 @@ class RunRecorder:
             started=(run_id, started),
         )
         recorded = await ledger._committer.acommit(request)
-        return cls._opened(ledger, recorded, prepared, prompt_texts)
+        recorder = cls._opened(ledger, recorded, prepared, prompt_texts)
+        recorder._privacy = privacy
+        recorder.input = given
+        decided = privacy.decided() if privacy is not None else None
+        if decided is not None:  # what was redacted from the input: right after RunStarted
+            await recorder.arecord(decided)
+        return recorder
 
     @classmethod
     def _opened(
@@ -320,8 +342,18 @@ class RunRecorder:
         """Append any catalogue event; returns its position. Flushed now unless in a batch.
 
         The event is checked against the ledger's `Limits` here, so a refused one raises at
-        this call and never joins the batch.
+        this call and never joins the batch. Its free text is redacted by the run's policy
+        first, and what was redacted is recorded as a PolicyDecided right before it.
         """
+        if isinstance(event, LedgerEvent):
+            event, decided = self._private(event)
+            if decided is not None:
+                self._write(decided)
+        return self._write(event)
+
+    @_operation
+    def _write(self, event: LedgerEvent) -> int:
+        """`record` without redaction: the event as it is (replay writes what it compared)."""
         if not isinstance(event, LedgerEvent):
             raise InvalidEventError(type(event).__name__, "record() takes a catalogue event")
         if event.kind == "RunStarted":
@@ -334,6 +366,37 @@ class RunRecorder:
         if event.kind in _END_KINDS:
             self._ended = True
         return self.position
+
+    def _private(self, event: LedgerEvent) -> tuple[LedgerEvent, LedgerEvent | None]:
+        """``event`` redacted by the run's policy, and the PolicyDecided to record before it."""
+        if self._privacy is None:
+            return event, None
+        event = self._privacy.event(event)
+        return event, self._privacy.decided()
+
+    def _redacted(self, value: Any, where: str, path: str) -> Any:
+        """A JSON value about to be stored, redacted by the run's policy (noted for its event)."""
+        if self._privacy is None or value is None:
+            return value
+        return self._privacy.value(value, where, path)
+
+    def redacted(self, value: Any) -> Any:
+        """``value`` (JSON) as this run stores it: redacted by the run's policy (nothing noted).
+
+        What the run's code should go on with where a value flows back into the run, so that
+        replay, which serves what was recorded, sees the same.
+        """
+        if self._privacy is None or value is None:
+            return value
+        try:
+            return self._privacy.redactor.json(value)[0]
+        except (InvalidPayloadError, RecursionError):
+            return value
+
+    @property
+    def redaction(self) -> RunPrivacy | None:
+        """The run's redaction (policy and redactor), or None when the run redacts nothing."""
+        return self._privacy
 
     def flush(self) -> None:
         """Commit pending events and their blobs in one transaction; wait for earlier ones.
@@ -522,13 +585,16 @@ class RunRecorder:
             if saved is not None:
                 self._chain_messages, self._chain_refs = saved
             self._ready = None
+            if self._privacy is not None:
+                self._privacy.forget()
             raise
         finally:
             staged, self._staged_refs = self._staged_refs, outer
             if outer is not None:
                 outer.extend(staged)
 
-    def _inline_or_ref(self, value: Any) -> tuple[Any, str | None]:
+    def _inline_or_ref(self, value: Any, where: str, path: str) -> tuple[Any, str | None]:
+        """``value`` inline (redacted with its event), or the ref of a blob (redacted now)."""
         if value is None:
             return None, None
         try:
@@ -536,7 +602,7 @@ class RunRecorder:
         except (TypeError, ValueError, RecursionError):
             return value, None  # not JSON, or too deep: the event's validation names the problem
         if size > INLINE_LIMIT:
-            return None, self.put_blob(value)
+            return None, self.put_blob(self._redacted(value, where, path))
         return value, None
 
     # Conversation chains ---------------------------------------------------------------------
@@ -561,9 +627,10 @@ class RunRecorder:
         refs = self._chain_refs[:shared]
         parent = refs[-1] if refs else None
         del chain[shared:]
-        for message in messages[shared:]:
+        for index, message in enumerate(messages[shared:], start=shared):
             copy = dict(message)  # a copy: the caller may mutate its list of messages later
-            parent = self.put_blob({"message": copy, "parent_ref": parent})
+            stored = self._redacted(copy, "ModelCalled", f"messages[{index}]")
+            parent = self.put_blob({"message": stored, "parent_ref": parent})
             refs.append(parent)
             chain.append(copy)
         self._chain_refs = refs
@@ -694,10 +761,12 @@ class RunRecorder:
         if chunks is not None:
             chunks_ref = self.put_blob({"chunks": [list(chunk) for chunk in chunks]})
         tools_ref = self.put_blob(list(tools)) if tools else None
-        params_dict = dict(params or {})
+        params_dict = dict(params or {})  # redacted with the event (see `record`)
         response_ref = None
+        answer = None
         if response is not None:
-            response_ref = self.put_blob({"message": dict(response), "parent_ref": head})
+            answer = self._redacted(dict(response), "ModelCalled", "response")
+            response_ref = self.put_blob({"message": answer, "parent_ref": head})
         call_id = call_id or self.new_id("call")
         event = _build(
             ModelCalled,
@@ -727,11 +796,11 @@ class RunRecorder:
         position = self.record(event)
         request = {
             "model": model,
-            "params": params_dict,
+            "params": self.redacted(params_dict),
             "messages_ref": head,
             "tools_ref": tools_ref,
         }
-        return ModelCallRecord(position, call_id, head, response_ref, request)
+        return ModelCallRecord(position, call_id, head, response_ref, request, answer)
 
     @_operation
     def tool_call(
@@ -773,7 +842,7 @@ class RunRecorder:
         step_id: str | None,
         caused_by: int | None,
     ) -> ToolCalled:
-        inline, ref = self._inline_or_ref(arguments)
+        inline, ref = self._inline_or_ref(arguments, "ToolCalled", "arguments")
         return _build(
             ToolCalled,
             call_id=call_id,
@@ -828,7 +897,7 @@ class RunRecorder:
         caused_by: int | None,
         served_from: str | None,
     ) -> ToolReturned:
-        inline, ref = self._inline_or_ref(data)
+        inline, ref = self._inline_or_ref(data, "ToolReturned", "data")
         return _build(
             ToolReturned,
             call_id=call_id,
@@ -943,7 +1012,7 @@ class RunRecorder:
     ) -> int:
         """Record the synthesized answer and the evidence ids it cites."""
         with self._staged():
-            inline, ref = self._inline_or_ref(answer)
+            inline, ref = self._inline_or_ref(answer, "SynthesisProduced", "answer")
             return self.record(
                 _build(
                     SynthesisProduced,
@@ -1002,10 +1071,11 @@ class RunRecorder:
 
         Works on plain and ``async`` functions, bare or as ``@run.recorded_tool(name=...,
         effectful=...)``. Each call records ToolCalled (the bound arguments as JSON) when it is
-        made and ToolReturned when it returns: its result as JSON, which is also what the call
-        returns (the ledger's form: a replay hands back exactly this), or, when the function
-        raises, a failed result naming the exception before it is re-raised. In replay the
-        recorded result is served and the function is not called.
+        made and ToolReturned when it returns: its result as JSON (redacted by the run's
+        policy), which is also what the call returns (the ledger's form: a replay hands back
+        exactly this), or, when the function raises, a failed result naming the exception
+        before it is re-raised. In replay the recorded result is served and the function is
+        not called.
         """
         spec = ToolSpec(name=name, effectful=effectful, version=version)
         if fn is not None:
@@ -1025,7 +1095,7 @@ class RunRecorder:
         """Run a tool whose ToolCalled is recorded; record its result and hand it back."""
         outcome = spec.run(invoke)
         self.tool_result(call_id, caused_by=position, **outcome.envelope)
-        return outcome.result()
+        return self.redacted(outcome.result())
 
     async def _acall_tool(
         self, spec: ToolSpec, arguments: Any, invoke: Callable[[], Coroutine[Any, Any, Any]]
@@ -1048,7 +1118,7 @@ class RunRecorder:
             await self.aflush()
         outcome = await spec.arun(invoke)
         await self.atool_result(call_id, caused_by=position, **outcome.envelope)
-        return outcome.result()
+        return self.redacted(outcome.result())
 
     # Closing ---------------------------------------------------------------------------------
 
@@ -1088,9 +1158,12 @@ class RunRecorder:
 
         What was pending and cannot be committed is dropped, so the failure itself is recorded.
         """
-        info = error if isinstance(error, ErrorInfo) else _error(error)
+        info, decided = self._failure_info(error if isinstance(error, ErrorInfo) else _error(error))
         while True:
             self._settle()
+            if decided is not None:
+                self.record(decided)
+                decided = None
             with self._op():
                 closed = self._close(
                     lambda count, head: _build(
@@ -1102,12 +1175,15 @@ class RunRecorder:
 
     async def afail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """`fail`, awaitable."""
-        info = error if isinstance(error, ErrorInfo) else _error(error)
+        info, decided = self._failure_info(error if isinstance(error, ErrorInfo) else _error(error))
         while True:
             try:
                 await self.aflush()
             except LedgerError:
                 self._drop_pending()
+            if decided is not None:
+                await self.arecord(decided)
+                decided = None
             with self._deferring(), self._op():
                 closed = self._close(
                     lambda count, head: _build(
@@ -1117,6 +1193,13 @@ class RunRecorder:
             if closed:
                 await self.aflush()
                 return self.recorded[-1]
+
+    def _failure_info(self, info: ErrorInfo) -> tuple[ErrorInfo, LedgerEvent | None]:
+        """A failure's error redacted, and the PolicyDecided to record before RunFailed."""
+        if self._privacy is None:
+            return info, None
+        data = self._privacy.value(info.model_dump(mode="json"), "RunFailed", "error", changed=True)
+        return ErrorInfo.model_validate(data), self._privacy.decided()
 
     def _settle(self) -> None:
         """Flush, dropping what cannot be committed (before recording a failure)."""
@@ -1214,8 +1297,11 @@ class AsyncRunStart:
         run_id: str,
         blobs: Mapping[str, bytes],
         prompt_texts: Mapping[str, str],
+        *,
+        privacy: RunPrivacy | None = None,
     ) -> None:
         self._ledger = ledger
+        self._privacy = privacy
         self._started = started
         self.run_id = run_id
         self._blobs = blobs
@@ -1230,6 +1316,7 @@ class AsyncRunStart:
                 self.run_id,
                 blobs=self._blobs,
                 prompt_texts=self._texts,
+                privacy=self._privacy,
             )
         return self._recorder
 
@@ -1261,6 +1348,9 @@ class _LivePort:
 
     def record_call(self, call: CallRecord) -> int:
         return self._recorder.record_call(call)
+
+    def redacted(self, value: Any) -> Any:
+        return self._recorder.redacted(value)
 
     async def arecord_call(self, call: CallRecord) -> int:
         return await self._recorder.arecord_call(call)

@@ -97,6 +97,10 @@ class Store:
         schema = postgres_schema(self.raw_url) or None
         return parts._replace(scheme="postgresql+psycopg", query="").geturl(), schema
 
+    def salt(self) -> bytes:
+        """The ledger's salt for hashed redactions: generated once, kept in its database."""
+        return bytes.fromhex(self.recorder.setting("redaction_salt", os.urandom(32).hex()))
+
     def close(self) -> None:
         """Release connections."""
         if self.datastore is not None:

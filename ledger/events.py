@@ -118,6 +118,9 @@ class ConfigIdentity(_Model):
     tools: dict[str, str] = Field(default_factory=dict)
     code_version: str = "unknown"
     settings: JSONObject = Field(default_factory=dict)
+    redaction: JSONObject | Literal["off"] | None = None
+    """The redaction policy the run recorded with (``RedactionPolicy`` as JSON), ``"off"`` for
+    none; None for a run recorded before redaction was configurable (it redacted nothing)."""
 
 
 class ErrorInfo(_Model):

@@ -82,6 +82,7 @@ SECRET_FIELDS: Mapping[str, Kind] = {
 """Object keys (lower case, ``-`` read as ``_``) whose string values are secrets as a whole."""
 
 _MAX_PASSES = 4
+_MARKER = "[redacted]"  # what the SDK instrumentations put in a secret header: already redacted
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 Region = Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")]
 
@@ -248,7 +249,8 @@ class Redactor:
 
     def _redact(self, text: str, whole: Kind | None) -> str:
         for _ in range(_MAX_PASSES):
-            extra = [Span(0, len(text), whole)] if whole and text.strip() else []
+            secret = whole is not None and bool(text.strip()) and text != _MARKER
+            extra = [Span(0, len(text), whole)] if whole is not None and secret else []
             spans = detect(text, self.policy.phone_regions, extra=extra)
             changed = self._apply(text, spans)
             if changed == text:

@@ -36,7 +36,7 @@ from agentledger.ledger import (
     load_entry,
 )
 from agentledger.ledger.events import EntryPoint, RunStarted, upcast
-from agentledger.replay._recorder import ReplayStopped
+from agentledger.replay._recorder import ReplayStopped, salt_for
 from agentledger.replay._serving import STALL_TIMEOUT_S, CallBook, ServingRecorder
 from agentledger.replay.errors import (
     EffectRefusedError,
@@ -164,7 +164,13 @@ def replay_function(
     started = started_of(events)
     fn = resolve_function(ledger, run_id, started, entry)
     book = CallBook(ledger, run_id, events, upto=None)
-    scratch = Ledger.open("memory://", clock=StepClock(), ids=SequentialIds(), limits=ledger.limits)
+    scratch = Ledger.open(
+        "memory://",
+        clock=StepClock(),
+        ids=SequentialIds(),
+        limits=ledger.limits,
+        redaction_salt=salt_for(ledger, started),
+    )
     recorder = ServingRecorder(
         scratch,  # never written: a replay's recorder commits nothing
         _detached_run(run_id),

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from agentledger.ledger import RecordedEvent, RunRecorder
+from agentledger.ledger import RecordedEvent, RunRecorder, policy_of
 from agentledger.ledger.events import ErrorInfo, LedgerEvent, event_type, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay.errors import ReplayDivergenceError
@@ -31,8 +31,18 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from agentledger.ledger import Ledger, Run
+    from agentledger.ledger.events import RunStarted
 
-__all__ = ["ANNOTATION", "END_KINDS", "Beyond", "CheckingRecorder", "ReplayStopped", "run_end"]
+__all__ = [
+    "ANNOTATION",
+    "END_KINDS",
+    "Beyond",
+    "CheckingRecorder",
+    "ReplayStopped",
+    "redaction_fact",
+    "run_end",
+    "salt_for",
+]
 
 Beyond = Literal["write", "diverge", "stop"]
 
@@ -45,6 +55,35 @@ END_KINDS = frozenset({"RunCompleted", "RunFailed"})
 def own_events(events: Sequence[RecordedEvent]) -> list[RecordedEvent]:
     """The events the run itself recorded: every event but the annotations."""
     return [e for e in events if e.kind != ANNOTATION]
+
+
+def salt_for(ledger: Ledger, started: RunStarted) -> bytes | None:
+    """The salt a re-execution of ``started``'s run needs: the ledger's, if its policy hashes."""
+    policy = policy_of(started.config.redaction)[1]
+    return ledger.redaction_salt() if policy is not None and policy.hashes else None
+
+
+def _passed_over(event: RecordedEvent) -> bool:
+    """A note, or what redaction took from the run's input (recorded with RunStarted)."""
+    if event.kind == ANNOTATION:
+        return True
+    return event.position == 2 and event.kind == "PolicyDecided" and _input_redaction(event)
+
+
+def redaction_fact(event: RecordedEvent) -> bool:
+    """Whether ``event`` is a PolicyDecided the recorder wrote for what it redacted.
+
+    Its reasons read ``redacted:KIND at EVENT.PATH`` (the policy gate's read ``redacted:KIND``).
+    """
+    if event.kind != "PolicyDecided":
+        return False
+    reasons = event.payload.get("reasons") or []
+    return bool(reasons) and all(" at " in reason for reason in reasons)
+
+
+def _input_redaction(event: RecordedEvent) -> bool:
+    reasons = event.payload.get("reasons") or []
+    return bool(reasons) and all(" at RunStarted." in reason for reason in reasons)
 
 
 def run_end(events: Sequence[RecordedEvent]) -> RecordedEvent | None:
@@ -72,6 +111,9 @@ class CheckingRecorder(RunRecorder):
         beyond: Beyond,
     ) -> None:
         super().__init__(ledger, run)
+        if expected and expected[0].kind == "RunStarted":  # the recorded run's own policy
+            recorded = expected[0].payload.get("config", {}).get("redaction")
+            self._privacy = ledger.run_privacy(policy_of(recorded)[1])
         self._recorded_run_id = recorded_run_id
         self._expected = expected
         self._prefix_end = prefix_end
@@ -79,6 +121,8 @@ class CheckingRecorder(RunRecorder):
         self._beyond = beyond
         self._hook: tuple[int, Callable[[], None]] | None = None
         self._cursor = 1
+        if not write_prefix and len(expected) > 1 and _passed_over(expected[1]):
+            self._cursor = 2  # what redaction took from the input: recorded with RunStarted
         self.divergence: Divergence | None = None
         self.compared = 1
         self.closed = False
@@ -104,6 +148,9 @@ class CheckingRecorder(RunRecorder):
     def record(self, event: LedgerEvent) -> int:
         """Compare ``event`` with the recorded one at its position; write it when due."""
         with self._op():
+            event, decided = self._private(event)
+            if decided is not None:
+                self._record_checked(decided)
             return self._record_checked(event)
 
     def _record_checked(self, event: LedgerEvent) -> int:
@@ -120,7 +167,7 @@ class CheckingRecorder(RunRecorder):
             self._check(position, event)
             self.compared = position
             if self._write_prefix:
-                written = super().record(event)
+                written = super()._write(event)
             else:
                 self._cursor = position
                 written = position
@@ -130,7 +177,7 @@ class CheckingRecorder(RunRecorder):
         if self._beyond == "diverge":
             actual = (event.kind, comparable_event(event))
             self._diverge(divergence(position, None, actual, "replay recorded more events"))
-        return super().record(event)
+        return super()._write(event)
 
     def finish(self) -> None:
         """After the run: a replay that recorded fewer events than the record diverged."""
@@ -163,11 +210,11 @@ class CheckingRecorder(RunRecorder):
     def _pass_annotations(self) -> None:
         """Step over the recorded notes next in the prefix (a fork copies them)."""
         position = self.position + 1
-        while position <= self._prefix_end and self._expected[position - 1].kind == ANNOTATION:
+        while position <= self._prefix_end and _passed_over(self._expected[position - 1]):
             note = self._expected[position - 1]
             if self._write_prefix:
                 payload = upcast(note.kind, note.version, note.payload)
-                super().record(event_type(note.kind).model_validate(payload))
+                super()._write(event_type(note.kind).model_validate(payload))
             else:
                 self._cursor = position
             position = self.position + 1

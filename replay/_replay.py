@@ -43,7 +43,14 @@ from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay._functions import is_function_run, replay_function
 from agentledger.replay._ports import Record, RecordedModel, RecordedTools
-from agentledger.replay._recorder import END_KINDS, Beyond, CheckingRecorder, ReplayStopped, run_end
+from agentledger.replay._recorder import (
+    END_KINDS,
+    Beyond,
+    CheckingRecorder,
+    ReplayStopped,
+    run_end,
+    salt_for,
+)
 from agentledger.replay._serving import STALL_TIMEOUT_S
 from agentledger.replay.errors import ReplayDivergenceError, ReplayUsageError
 from agentledger.tools import ToolRegistry, builtin_registry
@@ -160,6 +167,11 @@ class Recorded:
         if "input_ref" in expected and "input" in actual:
             actual = {**{k: v for k, v in actual.items() if k != "input"}}
             actual["input_ref"] = expected["input_ref"]
+        # The redaction policy is the ledger's, not the agent's: a re-execution uses the record's.
+        config = {k: v for k, v in actual.get("config", {}).items() if k != "redaction"}
+        if "redaction" in expected.get("config", {}):
+            config["redaction"] = expected["config"]["redaction"]
+        actual = {**actual, "config": config}
         if expected != actual:
             found = divergence(1, ("RunStarted", expected), ("RunStarted", actual))
             raise ReplayDivergenceError(self.run_id, found)
@@ -298,7 +310,13 @@ def replay_run(
     live_tools = tools if tools is not None else builtin_registry()
     served = RecordedTools(live_tools, recorded.record, allow_effects=False, mark=False)
     started = recorded.started
-    scratch = Ledger.open("memory://", clock=StepClock(), ids=SequentialIds(), limits=ledger.limits)
+    scratch = Ledger.open(
+        "memory://",
+        clock=StepClock(),
+        ids=SequentialIds(),
+        limits=ledger.limits,
+        redaction_salt=salt_for(ledger, started),
+    )
     try:
         recorded.check_started(
             RunStarted(

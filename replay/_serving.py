@@ -53,7 +53,12 @@ from agentledger.ledger.events import (
 )
 from agentledger.replay._compare import comparable, comparable_event, divergence
 from agentledger.replay._ports import arguments_key
-from agentledger.replay._recorder import Beyond, CheckingRecorder, ReplayStopped
+from agentledger.replay._recorder import (
+    Beyond,
+    CheckingRecorder,
+    ReplayStopped,
+    redaction_fact,
+)
 from agentledger.replay.errors import EffectRefusedError, ReplayDivergenceError
 
 __all__ = ["BookCall", "BookTool", "CallBook", "ServingPort", "ServingRecorder"]
@@ -196,6 +201,10 @@ class ServingPort:
         """`record_call` for async clients: a gated call awaits its turn."""
         return await self._recorder.arecord_served(call)
 
+    def redacted(self, value: Any) -> Any:
+        """``value`` as the run records it (see `RunRecorder.redacted`)."""
+        return self._recorder.redacted(value)
+
 
 class ServingRecorder(CheckingRecorder):
     """A checking recorder that serves instrumented clients and recorded tools from a record.
@@ -283,7 +292,7 @@ class ServingRecorder(CheckingRecorder):
     def serve_model(self, call: CallRecord) -> ServedCall | None:
         """Serve ``call`` from the record; None (live) or a divergence when it cannot be."""
         self._parties.add(_party())
-        key = call_fingerprint(call)
+        key = call_fingerprint(self._as_recorded(call))
         found = self.book.take_call(key)
         if found is None:
             if self._live:
@@ -323,13 +332,20 @@ class ServingRecorder(CheckingRecorder):
                 if messages is call.messages:
                     del self._reserved[index]
                     return found
-        key = call_fingerprint(call)
+        key = call_fingerprint(self._as_recorded(call))
         with self._lock:
             for index, (reserved, _, found) in enumerate(self._reserved):
                 if reserved == key:
                     del self._reserved[index]
                     return found
         return None
+
+    def _as_recorded(self, call: CallRecord) -> CallRecord:
+        """``call`` with its request redacted as the run records it (what the record matches)."""
+        if self.redaction is None:
+            return call
+        messages = self.redacted([dict(m) for m in call.messages])
+        return replace(call, messages=messages, params=self.redacted(dict(call.params)))
 
     def _record_model(self, call: CallRecord, found: BookCall | None) -> int:
         if found is None:
@@ -531,8 +547,15 @@ class ServingRecorder(CheckingRecorder):
 
     # Turns -------------------------------------------------------------------------------------
 
+    def _turn(self, position: int) -> int:
+        """Where a recorded event's operation began: before the redaction facts it comes with."""
+        while position > 2 and redaction_fact(self._expected[position - 2]):
+            position -= 1
+        return position
+
     def _wait_turn(self, position: int) -> None:
         """Block until every event before ``position`` is recorded (a thread's served call)."""
+        position = self._turn(position)
         me = _party()
         deadline = time.monotonic() + self._stall
         with self._turns:
@@ -553,6 +576,7 @@ class ServingRecorder(CheckingRecorder):
 
     async def _await_turn(self, position: int) -> None:
         """`_wait_turn` for a task: awaits, so the other tasks go on."""
+        position = self._turn(position)
         me = _party()
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self._stall

@@ -147,7 +147,11 @@ def test_every_event_kind_round_trips_with_positions_one_to_n(ledger: Ledger) ->
         tags=["nightly", "eval"],
     )
     run = ledger.record_run(
-        started.agent, input=started.input, config=started.config, tags=started.tags
+        started.agent,
+        input=started.input,
+        config=started.config,
+        tags=started.tags,
+        redaction=None,
     )
     messages_ref = run.messages_ref([{"role": "user", "content": "tidy the garage"}])
     middle: list[LedgerEvent] = [

@@ -196,8 +196,9 @@ class CallSite:
             raise
         if stream:
             return RecordedStream(result, self, request, started)
-        self.port.record_call(self.completed(request, result.model_dump(mode="json"), started))
-        return result
+        response = result.model_dump(mode="json")
+        self.port.record_call(self.completed(request, response, started))
+        return self.as_recorded(result, response)
 
     async def acall(self, send: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
         """Make (or in replay, serve) one call of an async client."""
@@ -216,7 +217,20 @@ class CallSite:
             return AsyncRecordedStream(result, self, request, started)
         response = result.model_dump(mode="json")
         await self.port.arecord_call(self.completed(request, response, started))
-        return result
+        return self.as_recorded(result, response)
+
+    def as_recorded(self, result: Any, response: dict[str, Any]) -> Any:
+        """The SDK answer the code goes on with: rebuilt from the record when it was redacted.
+
+        A port that redacts what it records offers ``redacted`` (the run's policy applied to a
+        value); when that changes the answer, the code gets the answer as recorded, which is
+        what a replay serves.
+        """
+        redact = getattr(self.port, "redacted", None)
+        if redact is None:
+            return result
+        recorded = redact(response)
+        return result if recorded == response else self.vendor.response(recorded)
 
     def replay(self, request: CallRecord, served: ServedCall, *, stream: bool) -> Any:
         """Serve a sync call from the record: an SDK object, a stream of chunks, or its error."""

@@ -145,7 +145,10 @@ class PinnedLatencyTools(ToolRegistry):
 
 def golden_ledger(seed: str) -> Ledger:
     """A memory ledger whose timestamps and ids depend only on ``seed``."""
-    return Ledger.open("memory://", clock=StepClock(), ids=SequentialIds(f"golden-{seed}"))
+    # Recorded without redaction, as they were before it existed: the files stay byte-identical.
+    return Ledger.open(
+        "memory://", clock=StepClock(), ids=SequentialIds(f"golden-{seed}"), redaction=None
+    )
 
 
 def record(

@@ -153,3 +153,42 @@ def failing(run: RunRecorder, question: str) -> None:
 def marked(run: RunRecorder, question: str) -> str:
     """The decorator form: defaults for agent, tags and prompts."""
     return prompted(run, question)
+
+
+DESK = "Write to jörg@exämple.de or call +44 20 7946 0958."
+
+
+def desk(messages: list[dict[str, Any]]) -> str:
+    """A scripted answer carrying personal data (the recorded run holds it redacted)."""
+    del messages
+    return DESK
+
+
+def contact(run: RunRecorder, question: str) -> str:
+    """A model answer and a tool result with personal data: the code goes on with them redacted."""
+    client = run.instrument(ScriptedClient(desk))
+
+    @run.recorded_tool
+    def card_on_file(user: str) -> dict[str, Any]:
+        return {"user": user, "card": "6011.1111.1111.1117"}
+
+    system = "Support desk. Escalations: ops@desk.example"
+    first = client.chat.completions.create(
+        model="scripted-1",
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+    )
+    said = str(first.choices[0].message.content)
+    found = card_on_file("u-1")
+    run.delta({"card": found["card"]})
+    second = client.chat.completions.create(
+        model="scripted-1",
+        messages=[
+            {"role": "system", "content": system},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": said},
+            {"role": "user", "content": f"The card is {found['card']}. Summarise."},
+        ],
+    )
+    answer = f"{said} | {second.choices[0].message.content}"
+    run.answer(answer)
+    return answer
