@@ -323,7 +323,10 @@ def test_responses_custom_spans_and_tool_errors_from_threads_are_recorded(
     with Ledger.open(sqlite_url) as ledger:
         for run_id in run_ids:
             assert ledger.verify(run_id).ok
-            events = list(ledger.events(run_id))
+            everything = list(ledger.events(run_id))
+            facts = [e.payload for e in everything if e.kind == "PolicyDecided"]
+            assert any("api_key" in " ".join(f["reasons"]) for f in facts), facts
+            events = [e for e in everything if e.kind != "PolicyDecided"]
             assert [e.kind for e in events] == [
                 "RunStarted",
                 "StepStarted",

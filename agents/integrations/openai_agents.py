@@ -19,11 +19,12 @@ recorded with catalogue events through the public `RunRecorder` as its spans end
 - the trace's end is RunCompleted, or RunFailed with the first error an agent, turn or task
   span ended with (where the SDK puts the error that ends a run, such as a tripped guardrail's).
 
-Events name the step of the innermost agent, guardrail or custom span around them. Every value
-taken from the SDK goes through `redact_json` first (by default secrets only: API keys, tokens,
-``authorization`` headers; pass ``redaction=`` for a stricter policy). Callbacks may come from
-several threads and tasks, and several traces may be open at once: each trace has its own
-recorder, which is thread-safe. Must not send anything anywhere but the ledger.
+Events name the step of the innermost agent, guardrail or custom span around them. Each run is
+recorded under the processor's redaction policy (by default secrets only: API keys, tokens,
+``authorization`` headers; pass ``redaction=`` for a stricter one): its recorder redacts every
+value taken from the SDK before it is stored and records each redaction as a PolicyDecided fact.
+Callbacks may come from several threads and tasks, and several traces may be open at once: each
+trace has its own recorder, which is thread-safe. Must not send anything anywhere but the ledger.
 
 Needs the optional extra: ``pip install 'agentledger[openai-agents]'``; without it, importing
 this module raises `ImportError` whose message is `INSTALL_HINT`. The SDK's package is named
@@ -53,7 +54,7 @@ from agentledger.ledger.events import (
     ToolErrorInfo,
     Usage,
 )
-from agentledger.ledger.redaction import RedactionPolicy, redact_json
+from agentledger.ledger.redaction import RedactionPolicy
 
 load_agents_sdk()
 
@@ -118,7 +119,8 @@ class _Trace:
 class LedgerTracingProcessor(TracingProcessor):
     """Records each Agents SDK trace as a ledger run (see the module docstring).
 
-    ``redaction`` is applied to every value taken from the SDK (None stores them as sent);
+    ``redaction`` is the runs' policy, applied to every value taken from the SDK (None stores
+    them as sent);
     ``tags`` are added to each run's tags.
     """
 
@@ -157,6 +159,7 @@ class LedgerTracingProcessor(TracingProcessor):
             input=self._clean({k: v for k, v in started.items() if v is not None}),
             tags=self._tags,
             run_id=trace_run_id(trace.trace_id),
+            redaction=self._policy,  # the recorder redacts every value and records the facts
         )
         with self._lock:
             self._traces[trace.trace_id] = _Trace(run)
@@ -358,11 +361,8 @@ class LedgerTracingProcessor(TracingProcessor):
         )
 
     def _clean(self, value: Any) -> Any:
-        """``value`` as JSON (what JSON cannot hold as its text), redacted by the policy."""
-        plain = to_jsonable_python(value, fallback=str)
-        if self._policy is None:
-            return plain
-        return redact_json(plain, self._policy)[0]
+        """``value`` as JSON (what JSON cannot hold as its text); the run's recorder redacts it."""
+        return to_jsonable_python(value, fallback=str)
 
 
 def _step(span: Span[Any]) -> tuple[str, dict[str, Any]] | None:
