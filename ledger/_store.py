@@ -313,6 +313,12 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
         )
         if schema:
             with datastore.transaction(commit=True) as curs:
+                # IF NOT EXISTS is not safe against a concurrent CREATE of the same schema (a
+                # unique violation): processes opening a new schema at once take turns here.
+                curs.execute(
+                    SQL("SELECT pg_advisory_xact_lock(hashtext(%s))"),
+                    (f"agentledger:schema:{schema}",),
+                )
                 curs.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
         recorder = PostgresRecorder(datastore)
         recorder.create_table()
