@@ -67,7 +67,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="runs with an input, answer or model message holding every word of TEXT, with a "
         "snippet (full-text search; read model)",
     )
-    p.add_argument("--limit", type=int, default=50, help="most runs to list (default 50)")
+    p.add_argument(
+        "-n",
+        "--limit",
+        type=int,
+        default=50,
+        help="most runs to list (default 50; -n 1: the newest)",
+    )
     p.add_argument("--all", action="store_true", help="list every run (no --limit)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_runs)

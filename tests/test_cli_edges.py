@@ -657,3 +657,11 @@ def test_export_all_or_by_tag_writes_one_file_per_run_and_import_takes_them_back
         assert ledger.verify().ok
     refused(cli("--db", other, "import", "-", str(out)), "give it alone")
     refused(cli("--db", db, "export", "--all", "-o", "-"), "give -o DIR")
+
+
+def test_runs_n_1_lists_the_newest_run(cli: Cli, demo: Demo) -> None:
+    """``runs -n 1`` is ``--limit 1``: the newest run alone, and a note that there are more."""
+    result = cli("--db", demo.url, "runs", "-n", "1", "--json")
+    assert result.status == 0
+    assert [row["run_id"] for row in json.loads(result.out)] == [demo.run_ids[0]]
+    assert "showing 1 of 2 runs" in result.err
