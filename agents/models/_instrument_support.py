@@ -19,12 +19,16 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from pydantic import BaseModel
 
 from agentledger.agents.models.errors import UnrecordedCallError
 from agentledger.ledger.events import ErrorInfo
+
+if TYPE_CHECKING:
+    from agentledger.ledger import ModelCallPort
 
 __all__ = [
     "REDACTED",
@@ -253,3 +257,47 @@ class Passthrough:
 
     def __repr__(self) -> str:
         return f"<instrumented {self._wrapped!r}>"
+
+
+class InstrumentedClient(Passthrough):
+    """A vendor client wrapped into a run: copies and context managers stay instrumented.
+
+    Subclasses take ``(client, port)``: ``with_options``/``copy`` wrap the client the SDK
+    returns into the same run, and ``with``/``async with`` enter and leave the wrapped client.
+    """
+
+    def __init__(self, client: Any, port: ModelCallPort) -> None:
+        super().__init__(client)
+        self._port = port
+
+    def with_options(self, **options: Any) -> Self:
+        """``client.with_options(...)``, instrumented into the same run."""
+        return type(self)(self._wrapped.with_options(**options), self._port)
+
+    def copy(self, **options: Any) -> Self:
+        """``client.copy(...)``, instrumented into the same run."""
+        return type(self)(self._wrapped.copy(**options), self._port)
+
+    def __enter__(self) -> Self:
+        self._wrapped.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._wrapped.__exit__(exc_type, exc, tb)
+
+    async def __aenter__(self) -> Self:
+        await self._wrapped.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._wrapped.__aexit__(exc_type, exc, tb)

@@ -45,7 +45,12 @@ from agentledger.agents.models._instrument_calls import (
     CallSite,
     RecordedStream,
 )
-from agentledger.agents.models._instrument_support import Passthrough, Scrubber, distribute
+from agentledger.agents.models._instrument_support import (
+    InstrumentedClient,
+    Passthrough,
+    Scrubber,
+    distribute,
+)
 from agentledger.agents.models.errors import UnrecordedCallError
 from agentledger.ledger import ModelCallPort
 from agentledger.ledger.events import ErrorInfo
@@ -87,7 +92,7 @@ def instrumentation() -> AnthropicInstrumentation:
     return AnthropicInstrumentation()
 
 
-class InstrumentedAnthropic(Passthrough):
+class InstrumentedAnthropic(InstrumentedClient):
     """An Anthropic client whose messages are recorded (see the module docstring)."""
 
     refused: ClassVar[Mapping[str, str]] = {
@@ -98,8 +103,7 @@ class InstrumentedAnthropic(Passthrough):
     def __init__(
         self, client: anthropic.Anthropic | anthropic.AsyncAnthropic, port: ModelCallPort
     ) -> None:
-        super().__init__(client)
-        self._port = port
+        super().__init__(client, port)
         secrets = [getattr(client, name, None) for name in ("api_key", "auth_token")]
         self._site = CallSite(
             _AnthropicVendor(),
@@ -115,38 +119,6 @@ class InstrumentedAnthropic(Passthrough):
         if isinstance(messages, anthropic.resources.messages.AsyncMessages):
             return _AsyncMessages(messages, self._site)
         return _Messages(messages, self._site)
-
-    def with_options(self, **options: Any) -> InstrumentedAnthropic:
-        """``client.with_options(...)``, instrumented into the same run."""
-        return InstrumentedAnthropic(self._wrapped.with_options(**options), self._port)
-
-    def copy(self, **options: Any) -> InstrumentedAnthropic:
-        """``client.copy(...)``, instrumented into the same run."""
-        return InstrumentedAnthropic(self._wrapped.copy(**options), self._port)
-
-    def __enter__(self) -> InstrumentedAnthropic:
-        self._wrapped.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._wrapped.__exit__(exc_type, exc, tb)
-
-    async def __aenter__(self) -> InstrumentedAnthropic:
-        await self._wrapped.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._wrapped.__aexit__(exc_type, exc, tb)
 
 
 _MESSAGES_REFUSED = {"with_raw_response": _RAW, "with_streaming_response": _RAW, "parse": _PARSE}

@@ -29,14 +29,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from types import TracebackType
 from typing import Any, ClassVar
 
 import httpx2
 import openai  # noqa: TID251 (this module is the OpenAI SDK's instrumentation)
 
 from agentledger.agents.models._instrument_calls import CallSite
-from agentledger.agents.models._instrument_support import Passthrough, Scrubber, distribute
+from agentledger.agents.models._instrument_support import (
+    InstrumentedClient,
+    Passthrough,
+    Scrubber,
+    distribute,
+)
 from agentledger.ledger import ModelCallPort
 from agentledger.ledger.events import ErrorInfo
 
@@ -79,7 +83,7 @@ def instrumentation() -> OpenAIInstrumentation:
     return OpenAIInstrumentation()
 
 
-class InstrumentedOpenAI(Passthrough):
+class InstrumentedOpenAI(InstrumentedClient):
     """An OpenAI client whose chat completions are recorded (see the module docstring)."""
 
     refused: ClassVar[Mapping[str, str]] = {
@@ -88,8 +92,7 @@ class InstrumentedOpenAI(Passthrough):
     }
 
     def __init__(self, client: openai.OpenAI | openai.AsyncOpenAI, port: ModelCallPort) -> None:
-        super().__init__(client)
-        self._port = port
+        super().__init__(client, port)
         self._site = CallSite(
             _OpenAIVendor(),
             port,
@@ -101,38 +104,6 @@ class InstrumentedOpenAI(Passthrough):
     def chat(self) -> _Chat:
         """``client.chat``, its completions recorded."""
         return _Chat(self._wrapped.chat, self._site)
-
-    def with_options(self, **options: Any) -> InstrumentedOpenAI:
-        """``client.with_options(...)``, instrumented into the same run."""
-        return InstrumentedOpenAI(self._wrapped.with_options(**options), self._port)
-
-    def copy(self, **options: Any) -> InstrumentedOpenAI:
-        """``client.copy(...)``, instrumented into the same run."""
-        return InstrumentedOpenAI(self._wrapped.copy(**options), self._port)
-
-    def __enter__(self) -> InstrumentedOpenAI:
-        self._wrapped.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._wrapped.__exit__(exc_type, exc, tb)
-
-    async def __aenter__(self) -> InstrumentedOpenAI:
-        await self._wrapped.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._wrapped.__aexit__(exc_type, exc, tb)
 
 
 class _Chat(Passthrough):
