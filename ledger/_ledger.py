@@ -56,6 +56,7 @@ from agentledger.ledger.errors import (
     CorruptEventError,
     ExportRefusedError,
     InvalidEventError,
+    ReadOnlyDatabaseError,
     RunClosedError,
     StorageError,
     UnknownBlobError,
@@ -560,6 +561,27 @@ class Ledger:
         from agentledger.ledger._erasure import erase_subject
 
         return erase_subject(self, subject, reason=reason, requested_by=requested_by, vacuum=vacuum)
+
+    def subject_runs(self, subject: str) -> list[str]:
+        """The runs that sealed content for ``subject`` (empty: no key, or erased)."""
+        check_subject(subject)
+        key = self._keys.key_for(subject, "", create=False)
+        return [] if key is None else self._keys.runs_of(key.key_id)
+
+    def scrub_files(self, *, vacuum: bool = True, tables: Sequence[str] = ()) -> None:
+        """Make rows deleted from this database unrecoverable from its files.
+
+        SQLite: a VACUUM (``vacuum``) rewrites the file without its free pages, then the WAL is
+        checkpointed and truncated. PostgreSQL: a VACUUM (FULL, with ``vacuum``) of the subject
+        key tables and of ``tables`` (derived tables of the ledger's schema that were cleared).
+        `erase_subject` calls it; call it again after rebuilding derived data.
+        """
+        if self.read_only:
+            raise ReadOnlyDatabaseError(self.url, "opened read-only: nothing to scrub")
+        try:
+            self._keys.scrub(vacuum=vacuum, tables=tables)
+        except (PersistenceError, sqlite3.Error) as e:
+            raise StorageError(self.url, f"cannot scrub the database files: {e}") from e
 
     def erasures(self) -> list[RecordedEvent]:
         """The ErasureRecorded facts, oldest first (the ledger's erasure stream)."""

@@ -204,8 +204,12 @@ class KeyTable(Protocol):
         """Delete the subject's key and its run links; its key id, or None if it had none."""
         ...
 
-    def scrub(self, *, vacuum: bool) -> None:
-        """Make deleted rows unrecoverable from the files (checkpoint; ``vacuum``: rewrite)."""
+    def scrub(self, *, vacuum: bool, tables: Sequence[str] = ()) -> None:
+        """Make deleted rows unrecoverable from the files (checkpoint; ``vacuum``: rewrite).
+
+        ``tables`` names other tables of the same database whose rows were deleted (derived
+        data); SQLite's VACUUM rewrites the whole file anyway.
+        """
         ...
 
 
@@ -325,7 +329,8 @@ class SQLiteKeyTable:
             c.execute("DELETE FROM agentledger_subject_runs WHERE key_id = ?", [key_id])
             return key_id
 
-    def scrub(self, *, vacuum: bool) -> None:
+    def scrub(self, *, vacuum: bool, tables: Sequence[str] = ()) -> None:
+        del tables  # VACUUM rewrites every table of the file
         datastore = self._store.datastore
         assert datastore is not None
         with datastore.get_connection(commit=True) as connection:
@@ -421,15 +426,19 @@ class PostgresKeyTable:
             curs.execute(SQL("DELETE FROM {} WHERE key_id = %s").format(self._runs), (key_id,))
             return key_id
 
-    def scrub(self, *, vacuum: bool) -> None:
+    def scrub(self, *, vacuum: bool, tables: Sequence[str] = ()) -> None:
         # VACUUM cannot run in a transaction: an autocommit connection of the pool's settings.
         import psycopg
-        from psycopg.sql import SQL
+        from psycopg.sql import SQL, Identifier
 
         params = {k: v for k, v in self._datastore.pool.kwargs.items() if k != "row_factory"}
         with psycopg.connect(**params, autocommit=True) as conn:
+            # FULL rewrites each table into a new file and drops the old one: deleted row
+            # versions do not linger in its pages until later writes reuse them.
             full = SQL("VACUUM (FULL) {}") if vacuum else SQL("VACUUM {}")
-            for table in (self._keys, self._runs):
+            schema = Identifier(str(self._datastore.schema))
+            derived = [SQL("{}.{}").format(schema, Identifier(t)) for t in tables]
+            for table in (self._keys, self._runs, *derived):
                 conn.execute(full.format(table))
 
 
@@ -474,8 +483,8 @@ class MemoryKeyTable:
             self._runs.pop(key.key_id, None)
             return key.key_id
 
-    def scrub(self, *, vacuum: bool) -> None:
-        del vacuum
+    def scrub(self, *, vacuum: bool, tables: Sequence[str] = ()) -> None:
+        del vacuum, tables
 
 
 def key_table(store: Store) -> KeyTable:

@@ -248,7 +248,13 @@ def test_every_event_kind_round_trips_with_positions_one_to_n(ledger: Ledger) ->
     failed_records = ledger.events(failing.run_id)
     assert [r.event for r in failed_records][1] == failed
     assert [r.position for r in failed_records] == [1, 2]
-    covered = set(kinds(records)) | set(kinds(failed_records))
+    with ledger.record_run("planner-executor", input="third run", subject="user-1"):
+        pass
+    erased = ledger.erase_subject("user-1", reason="request 7", requested_by="dpo@example.org")
+    erasures = ledger.erasures()
+    assert [(e.kind, e.position) for e in erasures] == [("ErasureRecorded", erased.position)]
+    assert erasures[0].event.model_dump()["requested_by"] == "dpo@example.org"
+    covered = set(kinds(records)) | set(kinds(failed_records)) | set(kinds(erasures))
     assert covered == set(EVENT_TYPES)
     assert ledger.verify().ok
 
