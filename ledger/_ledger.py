@@ -522,13 +522,17 @@ class Ledger:
         key = self._subject_key(subject, run_id)
         return started.model_copy(update={"subject_key": key.key_id}), key
 
-    def run_subject_key(self, run_id: str, started: Mapping[str, Any]) -> SubjectKey | None:
+    def existing_subject_key(self, subject: str) -> SubjectKey | None:
+        """``subject``'s key if it has one (nothing is created or written)."""
+        check_subject(subject)
+        return self._keys.key_for(subject, "", create=False)
+
+    def run_subject_key(self, started: Mapping[str, Any]) -> SubjectKey | None:
         """The key of the subject a run is tied to (``started``: its RunStarted payload).
 
         None for a run with no subject, or one whose subject was erased. What a replay of the
         run seals with, so that it reproduces the run's refs.
         """
-        del run_id
         key_id = started.get("subject_key")
         if not isinstance(key_id, str):
             return None
@@ -541,10 +545,16 @@ class Ledger:
         return self._keys.subject_of(key_id) if isinstance(key_id, str) else None
 
     def erased_positions(self, run_id: str) -> list[int]:
-        """The positions of a run whose content (or part of it) was erased (see `erase_subject`)."""
+        """The positions of a run whose content (or part of it) was erased (see `erase_subject`).
+
+        Empty, after one read of the erasure stream, for a run no erasure named.
+        """
         from agentledger.ledger._erasure import erased_positions
 
-        return erased_positions(self, run_id)
+        rid = str(self._uuid(run_id))
+        if not any(rid in (e.payload.get("runs") or []) for e in self.erasures()):
+            return []
+        return erased_positions(self, rid)
 
     def erase_subject(
         self, subject: str, *, reason: str, requested_by: str, vacuum: bool = True

@@ -205,6 +205,7 @@ class RunRecorder:
         self._privacy: RunPrivacy | None = None
         self._subject: SubjectKey | None = None
         self._subject_keys: dict[str, SubjectKey] = {}
+        self._subject_source: Ledger | None = None
         self._chain_key: str | None = None
         self.input: Any = None
         """The run's input as recorded (redacted by the run's policy): what its code should use."""
@@ -574,9 +575,23 @@ class RunRecorder:
             return self._subject
         key = self._subject_keys.get(subject)
         if key is None:
-            key = self._ledger._subject_key(subject, self.run_id)
+            source = self._subject_source
+            if source is not None and source is not self._ledger:  # a replay: look, never write
+                key = source.existing_subject_key(subject)
+            if key is None:
+                key = self._ledger._subject_key(subject, self.run_id)
             self._subject_keys[subject] = key
         return key
+
+    def seal_like(self, origin: Ledger, started: Mapping[str, Any]) -> None:
+        """Seal content as a recorded run did (replay, rerun, resume and fork call it).
+
+        ``started`` is the RunStarted payload of the run whose subject this run shares; keys
+        of the subjects its calls name are looked up in ``origin`` (the recorded run's ledger)
+        without writing to it when this recorder writes elsewhere (a replay's scratch ledger).
+        """
+        self._subject = origin.run_subject_key(started)
+        self._subject_source = origin
 
     def _put(self, value: Any, key: SubjectKey | None, inner: Sequence[str] = ()) -> str:
         canonical = self._ledger.limits.canonical(value, "a blob")
