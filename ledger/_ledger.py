@@ -46,8 +46,8 @@ from agentledger.ledger._subjects import (
     KeyTable,
     SubjectKey,
     check_subject,
-    is_sealed,
     key_table,
+    sealed_parts,
 )
 from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
 from agentledger.ledger.errors import (
@@ -790,19 +790,33 @@ class Ledger:
         A blob sealed for a data subject is opened with the subject's key; once the subject is
         erased it reads as `ERASED` (the text ``[erased]``).
         """
-        values = {ref: loads(data) for ref, data in self.blob_bytes(refs).items()}
-        sealed = {ref: v["key_id"] for ref, v in values.items() if is_sealed(v)}
-        if sealed:
-            keys = self._keys.keys(sealed.values())
-            for ref, key_id in sealed.items():
-                key = keys.get(key_id)
-                if key is None:
-                    values[ref] = ERASED
-                    continue
-                try:
-                    values[ref] = key.open_value(values[ref])
-                except ValueError as e:
-                    raise CorruptBlobError(ref, str(e)) from None
+        return self._blobs(refs, {})
+
+    def _blobs(self, refs: Sequence[str], keys: dict[str, SubjectKey | None]) -> dict[str, Any]:
+        """`blobs`, with the subject keys already looked up in ``keys`` (added to it)."""
+        values: dict[str, Any] = {}
+        sealed: dict[str, tuple[str, str]] = {}
+        for ref, data in self.blob_bytes(refs).items():
+            parts = sealed_parts(data)
+            if parts is None:
+                values[ref] = loads(data)
+            else:
+                sealed[ref] = parts
+        if not sealed:
+            return values
+        wanted = {key_id for key_id, _ in sealed.values()} - set(keys)
+        if wanted:
+            found = self._keys.keys(wanted)
+            keys.update({key_id: found.get(key_id) for key_id in wanted})
+        for ref, (key_id, text) in sealed.items():
+            key = keys.get(key_id)
+            if key is None:
+                values[ref] = ERASED
+                continue
+            try:
+                values[ref] = loads(key.open_data(text))
+            except ValueError as e:
+                raise CorruptBlobError(ref, str(e)) from None
         return values
 
     def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
@@ -870,9 +884,10 @@ class Ledger:
         for a node that is not stored and `CorruptBlobError` for one that is not a node.
         """
         nodes: dict[str, Any] = {}
+        keys: dict[str, SubjectKey | None] = {}  # a chain's subject keys, looked up once
         wanted = list(dict.fromkeys(refs))
         while wanted:
-            found = self.blobs(wanted)
+            found = self._blobs(wanted, keys)
             parents: dict[str, None] = {}
             for ref in wanted:
                 if ref not in found:

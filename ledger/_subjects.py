@@ -5,7 +5,7 @@ sealed under the subject's key. A sealed blob is itself a JSON object (so it is 
 verified and exported as any blob)::
 
     {"sealed": "agentledger/aes-gcm-hmac-nonce/v1", "key_id": "<32 hex>",
-     "nonce": "<base64url>", "data": "<base64url ciphertext and tag>", "inner_refs": [...]}
+     "data": "<base64: 12-byte nonce, ciphertext, 16-byte tag>", "inner_refs": [...]}
 
 Its ref is the SHA-256 of that object's canonical bytes: anyone checks it offline without a key,
 and once the key is gone it tells nothing about the content (a short value cannot be guessed by
@@ -28,6 +28,7 @@ verifiable, and read back as `ERASED`. Must not know events or agents.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -58,11 +59,12 @@ __all__ = [
     "key_table",
     "new_subject_key",
     "sealed_key_id",
+    "sealed_parts",
 ]
 
 SEALED = "agentledger/aes-gcm-hmac-nonce/v1"
 """The ``sealed`` member of a sealed blob: names the scheme (a new scheme gets a new name)."""
-_FIELDS = frozenset({"sealed", "key_id", "nonce", "data"})
+_FIELDS = frozenset({"sealed", "key_id", "data"})
 ERASURE_STREAM = str(uuid5(NAMESPACE_URL, "agentledger:erasures"))
 """The id of the ledger's erasure stream: a chain of ErasureRecorded facts, not a run."""
 MAX_SUBJECT = 512
@@ -108,17 +110,42 @@ def is_sealed(value: Any) -> bool:
     )
 
 
+_HEAD = b'{"data":"'
+_TAIL = b'","sealed":"' + SEALED.encode() + b'"}'
+_KEY_AT = -len(_TAIL) - 32
+
+
+def sealed_parts(canonical: bytes) -> tuple[str, str] | None:
+    """(key id, data) of a sealed blob's canonical bytes, read without a JSON parse; or None.
+
+    Canonical JSON orders the members ``data``, ``inner_refs``, ``key_id``, ``sealed``, so a
+    sealed blob starts with its data and ends with its key id and scheme. Anything else (a
+    user's value that merely looks similar included) gives None and is parsed as JSON.
+    """
+    if not (canonical.startswith(_HEAD) and canonical.endswith(_TAIL)):
+        return None
+    key_mark = canonical[_KEY_AT - 10 : _KEY_AT]
+    if key_mark != b'"key_id":"':
+        return None
+    end = canonical.find(b'"', len(_HEAD))
+    rest = canonical[end : _KEY_AT - 10]
+    if rest != b'",' and not (rest.startswith(b'","inner_refs":[') and rest.endswith(b"],")):
+        return None
+    key_id = canonical[_KEY_AT : -len(_TAIL)].decode("ascii", "replace")
+    return key_id, canonical[len(_HEAD) : end].decode("ascii", "replace")
+
+
 def sealed_key_id(value: Any) -> str | None:
     """The key id a sealed blob names, or None for any other value."""
     return str(value["key_id"]) if is_sealed(value) else None
 
 
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return base64.b64encode(data).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return base64.b64decode(text, validate=True)
 
 
 @dataclass(frozen=True)
@@ -130,14 +157,7 @@ class SubjectKey:
 
     @cached_property
     def _keys(self) -> tuple[AESGCM, bytes]:
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-        derived = HKDF(
-            algorithm=hashes.SHA256(), length=64, salt=None, info=_INFO + self.key_id.encode()
-        ).derive(self.secret)
-        return AESGCM(derived[:32]), derived[32:]
+        return _derived(self.key_id, self.secret)
 
     def seal(self, canonical: bytes, inner_refs: Sequence[str] = ()) -> bytes:
         """The canonical bytes of the sealed envelope of ``canonical`` (deterministic)."""
@@ -147,8 +167,7 @@ class SubjectKey:
         envelope: dict[str, Any] = {
             "sealed": SEALED,
             "key_id": self.key_id,
-            "nonce": _b64(nonce),
-            "data": _b64(data),
+            "data": _b64(nonce + data),
         }
         if inner_refs:
             envelope["inner_refs"] = list(dict.fromkeys(inner_refs))
@@ -156,13 +175,16 @@ class SubjectKey:
 
     def open(self, envelope: Mapping[str, Any]) -> bytes:
         """The canonical bytes sealed in ``envelope``; ValueError when they do not open."""
+        return self.open_data(envelope["data"])
+
+    def open_data(self, text: str) -> bytes:
+        """The canonical bytes sealed in an envelope's ``data``; ValueError if they do not open."""
         from cryptography.exceptions import InvalidTag
 
         cipher, _ = self._keys
         try:
-            return cipher.decrypt(
-                _unb64(envelope["nonce"]), _unb64(envelope["data"]), self.key_id.encode()
-            )
+            data = _unb64(text)
+            return cipher.decrypt(data[:12], data[12:], self.key_id.encode())
         except (InvalidTag, ValueError, TypeError) as e:
             msg = f"the sealed blob does not open with its key ({type(e).__name__})"
             raise ValueError(msg) from None
@@ -170,6 +192,23 @@ class SubjectKey:
     def open_value(self, envelope: Mapping[str, Any]) -> Any:
         """The JSON value sealed in ``envelope``."""
         return loads(self.open(envelope))
+
+
+@functools.lru_cache(maxsize=64)
+def _derived(key_id: str, secret: bytes) -> tuple[AESGCM, bytes]:
+    """The cipher and MAC key of a subject key (HKDF-SHA256), derived once per process.
+
+    Readers look a key up in its table on every read, so a destroyed key is never used again;
+    this only spares deriving the same key's ciphers for every read.
+    """
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    derived = HKDF(
+        algorithm=hashes.SHA256(), length=64, salt=None, info=_INFO + key_id.encode()
+    ).derive(secret)
+    return AESGCM(derived[:32]), derived[32:]
 
 
 def new_subject_key() -> SubjectKey:

@@ -373,3 +373,19 @@ def test_cli_erase_end_to_end(sqlite_url: str, capsys: pytest.CaptureFixture[str
     status, out, err = _cli(capsys, *base, "-y")
     assert status != 0
     assert "it was erased at" in err
+
+
+def test_an_export_carries_sealed_content_and_never_the_key(tmp_path: Path) -> None:
+    """An exported subject run verifies and imports elsewhere; there its content is [erased]."""
+    source = tmp_path / "source.db"
+    target = tmp_path / "target.db"
+    with Ledger.open(f"sqlite:///{source}") as ledger:
+        run_id = record_subject_run(ledger, "alice", "A")
+        ledger.export_run(run_id, tmp_path / "run.jsonl")
+    text = (tmp_path / "run.jsonl").read_text(encoding="utf-8")
+    assert not any(word in text for word in tokens("A").values())
+    assert "secret" not in text
+    with Ledger.open(f"sqlite:///{target}") as other:
+        imported = other.import_file(tmp_path / "run.jsonl")
+        assert other.verify().ok
+        assert other.blob(other.events(imported)[0].payload["input_ref"]) is ERASED
