@@ -144,6 +144,7 @@ def resume_run(
         write_prefix=False,
         beyond="write",
     )
+    recorder.seal_like(ledger, recorded.events[0].payload)
     fork = recorded.fork_patch
     pending = fork if fork is not None and fork[0] >= len(recorded.events) else None
     ended = recorded.run_in(recorder, role_models, tool_port, patch_after=pending)
@@ -223,6 +224,7 @@ def fork_run(
         parent_position=at,
         relation="fork",
         overrides=overrides,
+        subject=ledger.subject_of(run_id),
     )
     recorder = CheckingRecorder(
         ledger,
@@ -233,6 +235,7 @@ def fork_run(
         write_prefix=True,
         beyond="write",
     )
+    recorder.seal_like(ledger, ledger.events(plain.run_id, upto=1)[0].payload)
     ended = recorded.run_in(
         recorder, role_models, tool_port, patch_after=(at, patch) if patch else None
     )

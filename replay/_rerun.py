@@ -234,8 +234,12 @@ def rerun(
     )
     holder: list[RunRecorder] = []
 
+    subject = ledger.subject_of(run_id)  # a rerun is tied to its parent's data subject
+
     def factory(agent: str, input: Any = None, **kwargs: Any) -> RunRecorder:  # noqa: A002
-        recorder = ledger.record_run(agent, input=input, overrides=overrides.to_json(), **kwargs)
+        recorder = ledger.record_run(
+            agent, input=input, overrides=overrides.to_json(), subject=subject, **kwargs
+        )
         holder.append(recorder)
         return recorder
 

@@ -389,3 +389,37 @@ def test_an_export_carries_sealed_content_and_never_the_key(tmp_path: Path) -> N
         imported = other.import_file(tmp_path / "run.jsonl")
         assert other.verify().ok
         assert other.blob(other.events(imported)[0].payload["input_ref"]) is ERASED
+
+
+def test_async_runs_and_functions_take_a_subject(opened: Ledger) -> None:
+    """``arecord_run`` and ``arecord_function`` seal alike; erasure covers both."""
+    import asyncio
+
+    async def record() -> tuple[str, str]:
+        async with opened.arecord_run("erasure", input="ZqFayInputXv", subject="fay") as run:
+            await run.atool("lookup", {"q": "ZqFayArgsXv"}, result={"r": 1})
+            await run.aanswer("ZqFayAnswerXv")
+        _, function_run = await opened.arecord_function(agents.triage, "Oslo?", subject="fay")
+        return run.run_id, function_run
+
+    first, second = asyncio.run(record())
+    assert "ZqFay" not in stored_text(opened, first)
+    assert sorted(opened.subject_runs("fay")) == sorted([first, second])
+    assert opened.erase_subject("fay", reason="r", requested_by="dpo").runs == tuple(
+        sorted([first, second])
+    )
+    assert opened.erased_positions(first) == [1, 2, 3, 4]
+    assert opened.verify().ok
+
+
+def test_show_names_sealed_values_without_their_content(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The timeline shows ``<blob>`` where a subject's values are, before and after erasure."""
+    with Ledger.open(sqlite_url) as ledger:
+        run_id = record_subject_run(ledger, "alice", "A")
+    status, out, _ = _cli(capsys, "--db", sqlite_url, "show", run_id)
+    assert status == 0
+    assert "input=<blob> subject=<sealed>" in out
+    assert "DeltaApplied        <blob>" in out
+    assert not any(word in out for word in tokens("A").values())
