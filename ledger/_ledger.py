@@ -39,14 +39,13 @@ from agentledger.ledger._records import (
 )
 from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_URL, Store, open_store
+from agentledger.ledger._subject_keys import KeyTable, key_table
 from agentledger.ledger._subjects import (
     ERASED,
     ERASURE_STREAM,
     Erased,
-    KeyTable,
     SubjectKey,
     check_subject,
-    key_table,
     sealed_parts,
 )
 from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
