@@ -33,7 +33,7 @@ from agentledger.ledger import Ledger, RunRecorder
 from agentledger.replay._functions import fork_function, is_function_run, resume_function
 from agentledger.replay._outcome import run_problem
 from agentledger.replay._ports import RecordedTools
-from agentledger.replay._recorder import ANNOTATION, CheckingRecorder
+from agentledger.replay._recorder import ANNOTATION, CheckingRecorder, refuse_erased
 from agentledger.replay._replay import Recorded
 from agentledger.replay._rerun import LIVE_PROVIDERS, live_model
 from agentledger.replay.errors import (
@@ -110,6 +110,7 @@ def resume_run(
     recorded from a user's function is continued by running that function again (``entry`` as
     for ``replay_run``), its clients and recorded tools served from the record, then live.
     """
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         _no_models(models, model)
         resumed = resume_function(ledger, run_id, entry=entry, allow_effects=allow_effects)
@@ -175,6 +176,7 @@ def fork_run(
     running that function (``entry`` as for ``replay_run``); it keeps its own state, so it
     takes no patch.
     """
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         last = ledger.run(run_id).event_count
         if not 1 <= at < last:

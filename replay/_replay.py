@@ -48,15 +48,12 @@ from agentledger.replay._recorder import (
     Beyond,
     CheckingRecorder,
     ReplayStopped,
+    refuse_erased,
     run_end,
     salt_for,
 )
 from agentledger.replay._serving import STALL_TIMEOUT_S
-from agentledger.replay.errors import (
-    ContentErasedError,
-    ReplayDivergenceError,
-    ReplayUsageError,
-)
+from agentledger.replay.errors import ReplayDivergenceError, ReplayUsageError
 from agentledger.tools import ToolRegistry, builtin_registry
 
 __all__ = ["END_KINDS", "Recorded", "ReplayResult", "replay_all", "replay_run"]
@@ -283,9 +280,7 @@ def replay_run(
     finished replays up to its last recorded event. A run whose data subject was erased is
     refused before anything runs (`ContentErasedError` names the positions it cannot compare).
     """
-    erased = ledger.erased_positions(run_id)
-    if erased:
-        raise ContentErasedError(str(ledger.run(run_id).run_id), erased)
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         if models:
             msg = "models= replaces a bundled agent's roles; a function run uses its own clients"

@@ -39,7 +39,7 @@ from agentledger.projections import (
     take_snapshots,
     world_state,
 )
-from agentledger.replay import ContentErasedError, replay_run
+from agentledger.replay import ContentErasedError, fork_run, replay_run, rerun
 
 PG_DUMP = "/usr/bin/pg_dump"
 
@@ -175,7 +175,10 @@ def test_a_per_call_subject_seals_only_that_call(opened: Ledger) -> None:
 def test_a_subject_run_replays_identically_and_an_erased_one_names_its_positions(
     opened: Ledger,
 ) -> None:
-    """A function run tied to a subject replays (same sealed refs); after erase it is refused."""
+    """A function run tied to a subject replays (same sealed refs); after erase it is refused.
+
+    Replay, rerun and fork all name the positions they cannot compare, before anything runs.
+    """
     _, run_id = opened.record_function(agents.triage, "ZqDaveInputXv to Oslo?", subject="dave")
     assert "ZqDaveInputXv" not in stored_text(opened, run_id)
     assert replay_run(opened, run_id).identical
@@ -185,12 +188,14 @@ def test_a_subject_run_replays_identically_and_an_erased_one_names_its_positions
     assert caught.value.positions[0] == 1
     assert "cannot compare positions 1, " in str(caught.value)
     assert "(content erased)" in str(caught.value)
+    with pytest.raises(ContentErasedError):
+        rerun(opened, run_id)
+    with pytest.raises(ContentErasedError):
+        fork_run(opened, run_id, 3)
 
 
 def test_a_rerun_of_a_subject_run_is_tied_to_the_same_subject(opened: Ledger) -> None:
     """A rerun shares the subject: its content is sealed alike, and erasure covers it."""
-    from agentledger.replay import rerun
-
     _, run_id = opened.record_function(agents.triage, "ZqEveInputXv to Oslo?", subject="eve")
     outcome = rerun(opened, run_id)
     assert outcome.run_id is not None
