@@ -433,17 +433,18 @@ def test_a_growing_conversation_stores_each_message_once(ledger: Ledger, ledger_
 
     heads = [r.payload[k] for r in records for k in ("messages_ref", "response_ref")]
     reads: list[int] = []
-    blobs = ledger.blobs
+    store = ledger.recorder
+    blobs = store.get_blobs
 
     def counting(refs: Any) -> dict[str, Any]:
         reads.append(len(refs))
-        return blobs(refs)
+        return dict(blobs(refs))
 
-    ledger.blobs = counting  # type: ignore[method-assign]
+    store.get_blobs = counting
     try:
         chains = ledger.conversations(heads)
     finally:
-        del ledger.blobs
+        del store.get_blobs
     assert [chains[r.payload["messages_ref"]] for r in records] == snapshots
     assert chains[records[-1].payload["response_ref"]] == history
     assert len(reads) <= 3  # breadth-first: every call's chain in a few queries, not 401
