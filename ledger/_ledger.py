@@ -564,8 +564,9 @@ class Ledger:
         ledger's erasure stream, then makes the deleted key unrecoverable from the database
         files (SQLite: secure delete, a VACUUM unless ``vacuum=False``, a WAL checkpoint;
         PostgreSQL: a VACUUM of the key tables). Events and blobs are untouched, so `verify`
-        still passes. Raises `UnknownSubjectError` (nothing written) for a subject with no key,
-        `UsageError` for an empty argument or a read-only ledger.
+        still passes. Raises, writing nothing: `UnknownSubjectError` for a subject with no key
+        (naming when it was erased, if it was), `UsageError` for an empty subject, reason or
+        requester, `ReadOnlyDatabaseError` for a ledger opened read-only.
         """
         from agentledger.ledger._erasure import erase_subject
 
