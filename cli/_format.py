@@ -139,7 +139,9 @@ def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one fla
     p: dict[str, Any] = record.payload
     kind = record.kind
     if kind == "RunStarted":
-        return f"agent={p.get('agent')} input={_clip(json.dumps(p.get('input')), 70)}"
+        shown = "<blob>" if "input_ref" in p else _clip(json.dumps(p.get("input")), 70)
+        subject = " subject=<sealed>" if p.get("subject_key") else ""
+        return f"agent={p.get('agent')} input={shown}{subject}"
     if kind == "ModelCalled":
         usage = p.get("usage", {})
         served = f" served_from={p['served_from']}" if p.get("served_from") else ""
@@ -160,13 +162,14 @@ def summarize(record: RecordedEvent) -> str:  # noqa: PLR0911, PLR0912 - one fla
         return f"{p.get('call_id')} {p.get('tool')}({_clip(json.dumps(args), 60)})"
     if kind == "ToolReturned":
         if p.get("ok"):
-            return f"{p.get('call_id')} ok {_clip(json.dumps(p.get('data')), 70)}"
+            data = "<blob>" if "data_ref" in p else _clip(json.dumps(p.get("data")), 70)
+            return f"{p.get('call_id')} ok {data}"
         error = p.get("error") or {}
         return (
             f"{p.get('call_id')} FAILED {error.get('code')}: {_clip(error.get('message', ''), 60)}"
         )
     if kind == "DeltaApplied":
-        return _clip(json.dumps(p.get("patch")), 90)
+        return "<blob>" if "patch_ref" in p else _clip(json.dumps(p.get("patch")), 90)
     if kind in {"StepStarted", "StepCompleted"}:
         return f"{p.get('step_id')} {p.get('name', p.get('status', ''))}"
     if kind == "PlanProposed":

@@ -359,9 +359,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"BROKEN {log_problem}")
     broken = len(report.broken_runs)
     verdict = "intact" if report.ok else f"BROKEN ({plural(broken, 'run')})" if broken else "BROKEN"
+    erased = f" ({report.blobs_erased} erased)" if report.blobs_erased else ""
     print(
         f"{verdict}: {plural(report.runs_checked, 'run')}, "
-        f"{plural(report.events_checked, 'event')}, {plural(report.blobs_checked, 'blob')} checked"
+        f"{plural(report.events_checked, 'event')}, {plural(report.blobs_checked, 'blob')} "
+        f"checked{erased}"
     )
     print_checkpoint_summary(report)
     deep_ok = print_snapshot_report(snapshots) if snapshots is not None else True
@@ -375,6 +377,7 @@ def verify_json(report: VerifyReport, snapshots: SnapshotReport | None) -> dict[
         "runs_checked": report.runs_checked,
         "events_checked": report.events_checked,
         "blobs_checked": report.blobs_checked,
+        "blobs_erased": report.blobs_erased,
         "broken_runs": report.broken_runs,
         "problems": [str(p) for p in report.problems],
         "log_problems": [str(p) for p in report.log_problems],

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "_projection_commands": ("projections", "stats"),
     "_diff_command": ("diff",),
     "_trust_commands": ("keys", "checkpoint", "prove"),
+    "_erase_command": ("erase",),
     "_report": ("report",),
     "_completion": ("completion",),
 }

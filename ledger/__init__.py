@@ -55,6 +55,7 @@ from agentledger.ledger._recording import (
 )
 from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
 from agentledger.ledger._run import Run
+from agentledger.ledger._subjects import ERASED, ERASURE_STREAM, Erased, SubjectKey
 from agentledger.ledger._tooling import RecordedToolError, ToolSpec, raise_recorded
 from agentledger.ledger._verify import Problem, VerifyReport, blob_refs_in, verify_run
 from agentledger.ledger.errors import (
@@ -75,12 +76,14 @@ from agentledger.ledger.errors import (
     UnknownBlobError,
     UnknownRunError,
     UnknownSchemeError,
+    UnknownSubjectError,
     UsageError,
 )
 
 if TYPE_CHECKING:
     from agentledger.ledger._audit_file import ExportVerification, verify_export
     from agentledger.ledger._checkpoint import Checkpoint, CheckpointFormatError
+    from agentledger.ledger._erasure import ErasureResult
     from agentledger.ledger._logging import EventLogger
     from agentledger.ledger._tlog import CheckpointCheck, LogHead, LogProblem, TransparencyLog
 
@@ -89,6 +92,7 @@ _LAZY = {
     "verify_export": "_audit_file",
     "Checkpoint": "_checkpoint",
     "CheckpointFormatError": "_checkpoint",
+    "ErasureResult": "_erasure",
     "EventLogger": "_logging",
     "CheckpointCheck": "_tlog",
     "LogHead": "_tlog",
@@ -114,6 +118,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DICTIONARY_V1",
     "ENTRY_POINT_GROUP",
+    "ERASED",
+    "ERASURE_STREAM",
     "GENESIS",
     "INLINE_LIMIT",
     "AsyncRunStart",
@@ -127,6 +133,8 @@ __all__ = [
     "CorruptBlobError",
     "CorruptEventError",
     "EntryError",
+    "Erased",
+    "ErasureResult",
     "EventLogger",
     "ExportRefusedError",
     "ExportVerification",
@@ -161,6 +169,7 @@ __all__ = [
     "ServedCall",
     "StepClock",
     "StorageError",
+    "SubjectKey",
     "SystemClock",
     "ToolSpec",
     "TransparencyLog",
@@ -169,6 +178,7 @@ __all__ = [
     "UnknownBlobError",
     "UnknownRunError",
     "UnknownSchemeError",
+    "UnknownSubjectError",
     "UsageError",
     "VerifyReport",
     "as_recorded",

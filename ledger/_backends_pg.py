@@ -79,6 +79,14 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
             ).format(self._settings),
             SQL(
+                "CREATE TABLE IF NOT EXISTS {} (subject TEXT PRIMARY KEY, "
+                "key_id TEXT NOT NULL UNIQUE, secret BYTEA NOT NULL, created_at TEXT NOT NULL)"
+            ).format(SQL("{}.agentledger_subject_keys").format(schema)),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (key_id TEXT NOT NULL, run_id TEXT NOT NULL, "
+                "PRIMARY KEY (key_id, run_id))"
+            ).format(SQL("{}.agentledger_subject_runs").format(schema)),
+            SQL(
                 "CREATE OR REPLACE FUNCTION {}.agentledger_append_only() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; "
                 "END $$"

@@ -1,7 +1,9 @@
 """Export a run to one self-contained JSONL file, and import such a file after verifying it.
 
 Line 1 is a header; then one line per event (the full envelope with its hash); then one line per
-blob the run refers to (directly or through other blobs), with its content.
+blob the run refers to (directly or through other blobs), with its content. A data subject's
+blob is exported as stored: sealed (its ref checks anywhere), never with the key, so an export
+reads that content nowhere but in its own ledger, and nowhere once the subject is erased.
 
 The file is untrusted input. Import checks every line before it writes anything: each event is a
 well-formed envelope at the next position whose payload the event catalogue accepts (older class
@@ -37,6 +39,7 @@ from agentledger.ledger._limits import Limits
 from agentledger.ledger._ports import parse_timestamp
 from agentledger.ledger._records import RecordedEvent, RunIndexUpdate, RunTotals, encode_blob
 from agentledger.ledger._run import Run
+from agentledger.ledger._subjects import is_sealed
 from agentledger.ledger._verify import blob_refs_in, verify_run
 from agentledger.ledger.errors import (
     ImportRefusedError,
@@ -419,7 +422,7 @@ def _check_conversations(file: _File) -> None:
                 detail = f"'message_count' is {payload['message_count']}, its chain holds {length}"
                 file.problem(number, f"ModelCalled at position {record.position}: {detail}")
             response = payload.get("response_ref")
-            if response in file.blobs:
+            if response in file.blobs and not _sealed(file.blobs[response]):
                 node = _node(file.blobs[response])
                 if node is None or node[0] is None or node[1] != head:
                     file.problem(
@@ -429,7 +432,10 @@ def _check_conversations(file: _File) -> None:
                     )
         elif record.kind == "SynthesisProduced":
             ref = payload.get("answer_ref")
-            if ref in file.blobs and not isinstance(loads(file.blobs[ref]), str):
+            if not isinstance(ref, str) or ref not in file.blobs:
+                continue
+            answer = loads(file.blobs[ref])
+            if not isinstance(answer, str) and not is_sealed(answer):
                 file.problem(file.blob_lines[ref], f"blob {ref} holds an answer, so must be text")
 
 
@@ -438,7 +444,7 @@ def _chain_length(file: _File, head: str, counts: dict[str, int | None]) -> int 
     path: list[tuple[str, bool]] = []
     ref: str | None = head
     while ref is not None and ref not in counts:
-        if ref not in file.blobs:
+        if ref not in file.blobs or _sealed(file.blobs[ref]):  # a subject's: opaque here
             counts[ref] = None
             break
         node = _node(file.blobs[ref])
@@ -457,6 +463,11 @@ def _chain_length(file: _File, head: str, counts: dict[str, int | None]) -> int 
         total = None if total is None else total + has_message
         counts[node_ref] = total
     return counts[head]
+
+
+def _sealed(data: bytes) -> bool:
+    """Whether a blob is sealed for a data subject (its content cannot be checked here)."""
+    return is_sealed(loads(data))
 
 
 def _node(data: bytes) -> tuple[dict[str, Any] | None, str | None] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -38,6 +39,15 @@ from agentledger.ledger._records import (
 )
 from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_URL, Store, open_store
+from agentledger.ledger._subject_keys import KeyTable, key_table
+from agentledger.ledger._subjects import (
+    ERASED,
+    ERASURE_STREAM,
+    Erased,
+    SubjectKey,
+    check_subject,
+    sealed_parts,
+)
 from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
 from agentledger.ledger.errors import (
     ConcurrencyError,
@@ -45,6 +55,7 @@ from agentledger.ledger.errors import (
     CorruptEventError,
     ExportRefusedError,
     InvalidEventError,
+    ReadOnlyDatabaseError,
     RunClosedError,
     StorageError,
     UnknownBlobError,
@@ -62,6 +73,7 @@ from agentledger.ledger.redaction import RedactionPolicy
 
 if TYPE_CHECKING:
     from agentledger.ledger._committer import GroupCommitter
+    from agentledger.ledger._erasure import ErasureResult
     from agentledger.ledger._logging import EventLogger
     from agentledger.ledger._recording import AsyncRunStart, RunRecorder
     from agentledger.ledger._tlog import LogHead, TransparencyLog
@@ -221,6 +233,7 @@ class Ledger:
         prompts: Mapping[str, PromptSpec] | None = None,
         entry: EntryPoint | None = None,
         redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        subject: str | None = None,
     ) -> RunRecorder:
         """Start a run and return its recorder (a context manager that completes the run).
 
@@ -229,7 +242,10 @@ class Ledger:
         ``prompts`` (role -> text, or (version, text)) are recorded in the configuration
         identity and read back with ``run.prompt_text(role)``. ``redaction`` overrides the
         ledger's policy for this run (``None``: redact nothing); the policy used is recorded in
-        the configuration identity (``config.redaction``), never the salt.
+        the configuration identity (``config.redaction``), never the salt. ``subject`` ties
+        the run's content to a data subject: every content value (input, messages, responses,
+        tool arguments and results, deltas, the answer) is stored as a blob sealed under the
+        subject's key, which `erase_subject` destroys.
         """
         from agentledger.ledger._recording import RunRecorder
 
@@ -247,8 +263,9 @@ class Ledger:
             entry=entry,
             redaction=redaction,
         )
+        started, key = self._subject_start(started, run_id, subject)
         return RunRecorder._start(
-            self, started, run_id, blobs=blobs, prompt_texts=texts, privacy=privacy
+            self, started, run_id, blobs=blobs, prompt_texts=texts, privacy=privacy, subject=key
         )
 
     def arecord_run(
@@ -266,6 +283,7 @@ class Ledger:
         prompts: Mapping[str, PromptSpec] | None = None,
         entry: EntryPoint | None = None,
         redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        subject: str | None = None,
     ) -> AsyncRunStart:
         """`record_run` for async code: ``async with ledger.arecord_run(...) as run:``.
 
@@ -290,7 +308,8 @@ class Ledger:
             entry=entry,
             redaction=redaction,
         )
-        return AsyncRunStart(self, started, run_id, blobs, texts, privacy=privacy)
+        started, key = self._subject_start(started, run_id, subject)
+        return AsyncRunStart(self, started, run_id, blobs, texts, privacy=privacy, subject=key)
 
     def record_function(
         self,
@@ -303,6 +322,7 @@ class Ledger:
         config: ConfigIdentity | None = None,
         run_id: str | None = None,
         redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        subject: str | None = None,
     ) -> tuple[Any, str]:
         """Record ``fn(run, input)`` as a run; returns (what it returned, the run id).
 
@@ -336,6 +356,7 @@ class Ledger:
                         config=config,
                         run_id=run_id,
                         redaction=redaction,
+                        subject=subject,
                     )
                 )
             msg = (
@@ -345,6 +366,7 @@ class Ledger:
             raise UsageError(msg)
         options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
         options["redaction"] = redaction
+        options["subject"] = subject
         recorder = self.record_run(**options)
         try:
             with recorder as run:
@@ -365,6 +387,7 @@ class Ledger:
         config: ConfigIdentity | None = None,
         run_id: str | None = None,
         redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
+        subject: str | None = None,
     ) -> tuple[Any, str]:
         """`record_function` for async code: awaits ``fn(run, input)`` in an async run.
 
@@ -374,6 +397,7 @@ class Ledger:
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
         options["redaction"] = redaction
+        options["subject"] = subject
         start = self.arecord_run(**options)
         recorder = await start
         try:
@@ -465,6 +489,114 @@ class Ledger:
         assert isinstance(started, RunStarted)
         return started, run_id or self.ids.new_run_id(), blobs, texts, privacy
 
+    # Data subjects ---------------------------------------------------------------------------
+
+    @property
+    def _keys(self) -> KeyTable:
+        """The subject key table of this ledger's database."""
+        table: KeyTable | None = self.__dict__.get("_key_table")
+        if table is None:
+            table = self.__dict__["_key_table"] = key_table(self._store)
+        return table
+
+    def _subject_key(self, subject: str, run_id: str) -> SubjectKey:
+        """``subject``'s key (made on first use), noting that ``run_id`` seals content under it."""
+        check_subject(subject)
+        if self.read_only:
+            raise UsageError(f"cannot record content for subject {subject!r}: read-only ledger")
+        try:
+            key = self._keys.key_for(subject, self.clock.now(), create=True)
+            assert key is not None
+            self._keys.link(key.key_id, run_id)
+        except (PersistenceError, sqlite3.Error) as e:
+            raise StorageError(self.url, f"cannot store the subject's key: {e}") from e
+        return key
+
+    def _subject_start(
+        self, started: RunStarted, run_id: str, subject: str | None
+    ) -> tuple[RunStarted, SubjectKey | None]:
+        """RunStarted naming the subject's key id, and the key (None: a run with no subject)."""
+        if subject is None:
+            return started, None
+        key = self._subject_key(subject, run_id)
+        return started.model_copy(update={"subject_key": key.key_id}), key
+
+    def existing_subject_key(self, subject: str) -> SubjectKey | None:
+        """``subject``'s key if it has one (nothing is created or written)."""
+        check_subject(subject)
+        return self._keys.key_for(subject, "", create=False)
+
+    def run_subject_key(self, started: Mapping[str, Any]) -> SubjectKey | None:
+        """The key of the subject a run is tied to (``started``: its RunStarted payload).
+
+        None for a run with no subject, or one whose subject was erased. What a replay of the
+        run seals with, so that it reproduces the run's refs.
+        """
+        key_id = started.get("subject_key")
+        if not isinstance(key_id, str):
+            return None
+        return self._keys.keys([key_id]).get(key_id)
+
+    def subject_of(self, run_id: str) -> str | None:
+        """The data subject a run is tied to (None: none, or erased since)."""
+        events = self.events(run_id, upto=1)
+        key_id = events[0].payload.get("subject_key") if events else None
+        return self._keys.subject_of(key_id) if isinstance(key_id, str) else None
+
+    def erased_positions(self, run_id: str) -> list[int]:
+        """The positions of a run whose content (or part of it) was erased (see `erase_subject`).
+
+        Empty, after one read of the erasure stream, for a run no erasure named.
+        """
+        from agentledger.ledger._erasure import erased_positions
+
+        rid = str(self._uuid(run_id))
+        if not any(rid in (e.payload.get("runs") or []) for e in self.erasures()):
+            return []
+        return erased_positions(self, rid)
+
+    def erase_subject(
+        self, subject: str, *, reason: str, requested_by: str, vacuum: bool = True
+    ) -> ErasureResult:
+        """Destroy ``subject``'s key, so their sealed content reads as ``[erased]`` everywhere.
+
+        Records an ErasureRecorded fact (who asked, why, which runs, how many blobs) in the
+        ledger's erasure stream, then makes the deleted key unrecoverable from the database
+        files (SQLite: secure delete, a VACUUM unless ``vacuum=False``, a WAL checkpoint;
+        PostgreSQL: a VACUUM of the key tables). Events and blobs are untouched, so `verify`
+        still passes. Raises, writing nothing: `UnknownSubjectError` for a subject with no key
+        (naming when it was erased, if it was), `UsageError` for an empty subject, reason or
+        requester, `ReadOnlyDatabaseError` for a ledger opened read-only.
+        """
+        from agentledger.ledger._erasure import erase_subject
+
+        return erase_subject(self, subject, reason=reason, requested_by=requested_by, vacuum=vacuum)
+
+    def subject_runs(self, subject: str) -> list[str]:
+        """The runs that sealed content for ``subject`` (empty: no key, or erased)."""
+        check_subject(subject)
+        key = self._keys.key_for(subject, "", create=False)
+        return [] if key is None else self._keys.runs_of(key.key_id)
+
+    def scrub_files(self, *, vacuum: bool = True, tables: Sequence[str] = ()) -> None:
+        """Make rows deleted from this database unrecoverable from its files.
+
+        SQLite: a VACUUM (``vacuum``) rewrites the file without its free pages, then the WAL is
+        checkpointed and truncated. PostgreSQL: a VACUUM (FULL, with ``vacuum``) of the subject
+        key tables and of ``tables`` (derived tables of the ledger's schema that were cleared).
+        `erase_subject` calls it; call it again after rebuilding derived data.
+        """
+        if self.read_only:
+            raise ReadOnlyDatabaseError(self.url, "opened read-only: nothing to scrub")
+        try:
+            self._keys.scrub(vacuum=vacuum, tables=tables)
+        except (PersistenceError, sqlite3.Error) as e:
+            raise StorageError(self.url, f"cannot scrub the database files: {e}") from e
+
+    def erasures(self) -> list[RecordedEvent]:
+        """The ErasureRecorded facts, oldest first (the ledger's erasure stream)."""
+        return self._read_events(ERASURE_STREAM, tolerant=False, known=False)[0]
+
     def run_privacy(self, policy: RedactionPolicy | None) -> RunPrivacy | None:
         """A run's redaction under ``policy`` (keyed by the ledger's salt); None for no policy."""
         if policy is None:
@@ -551,16 +683,23 @@ class Ledger:
         return self._read_events(run_id, after=after, upto=upto)[0]
 
     def _read_events(
-        self, run_id: str, *, after: int = 0, upto: int | None = None, tolerant: bool = False
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        upto: int | None = None,
+        tolerant: bool = False,
+        known: bool = True,
     ) -> tuple[list[RecordedEvent], dict[int, str]]:
         """A run's stored events, decoded, and the reasons of those that would not decode.
 
         An unreadable event raises `CorruptEventError`; with `tolerant` it becomes a stand-in
-        record instead and its position maps to the reason (what `verify` reports).
+        record instead and its position maps to the reason (what `verify` reports). A stream
+        with no events raises `UnknownRunError` unless ``known=False`` (the erasure stream).
         """
         uuid = self._uuid(run_id)
         stored = self._store.recorder.select_events(uuid, gt=after or None, lte=upto)
-        if not stored and after == 0 and self._store.recorder.get_run(str(uuid)) is None:
+        if known and not stored and after == 0 and self._store.recorder.get_run(str(uuid)) is None:
             raise UnknownRunError(run_id)
         rid = str(uuid)
         records: list[RecordedEvent] = []
@@ -607,8 +746,8 @@ class Ledger:
         return self._store.recorder.count_runs(query or RunQuery(**filters))
 
     def run_ids(self) -> list[str]:
-        """Every run id with events, read from the events themselves."""
-        return self._store.recorder.all_run_ids()
+        """Every run id with events, read from the events themselves (not the erasure stream)."""
+        return [r for r in self._store.recorder.all_run_ids() if r != ERASURE_STREAM]
 
     def notifications(
         self, after: int = 0, limit: int = 100, *, stop: int | None = None
@@ -646,8 +785,39 @@ class Ledger:
         return found[ref]
 
     def blobs(self, refs: Sequence[str]) -> dict[str, Any]:
-        """The JSON values stored under the refs that exist."""
-        return {ref: loads(data) for ref, data in self.blob_bytes(refs).items()}
+        """The JSON values stored under the refs that exist.
+
+        A blob sealed for a data subject is opened with the subject's key; once the subject is
+        erased it reads as `ERASED` (the text ``[erased]``).
+        """
+        return self._blobs(refs, {})
+
+    def _blobs(self, refs: Sequence[str], keys: dict[str, SubjectKey | None]) -> dict[str, Any]:
+        """`blobs`, with the subject keys already looked up in ``keys`` (added to it)."""
+        values: dict[str, Any] = {}
+        sealed: dict[str, tuple[str, str]] = {}
+        for ref, data in self.blob_bytes(refs).items():
+            parts = sealed_parts(data)
+            if parts is None:
+                values[ref] = loads(data)
+            else:
+                sealed[ref] = parts
+        if not sealed:
+            return values
+        wanted = {key_id for key_id, _ in sealed.values()} - set(keys)
+        if wanted:
+            found = self._keys.keys(wanted)
+            keys.update({key_id: found.get(key_id) for key_id in wanted})
+        for ref, (key_id, text) in sealed.items():
+            key = keys.get(key_id)
+            if key is None:
+                values[ref] = ERASED
+                continue
+            try:
+                values[ref] = loads(key.open_data(text))
+            except ValueError as e:
+                raise CorruptBlobError(ref, str(e)) from None
+        return values
 
     def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
         """The canonical bytes stored under the refs that exist.
@@ -714,14 +884,17 @@ class Ledger:
         for a node that is not stored and `CorruptBlobError` for one that is not a node.
         """
         nodes: dict[str, Any] = {}
+        keys: dict[str, SubjectKey | None] = {}  # a chain's subject keys, looked up once
         wanted = list(dict.fromkeys(refs))
         while wanted:
-            found = self.blobs(wanted)
+            found = self._blobs(wanted, keys)
             parents: dict[str, None] = {}
             for ref in wanted:
                 if ref not in found:
                     raise UnknownBlobError(ref)
                 node = found[ref]
+                if isinstance(node, Erased):  # the rest of the chain is sealed with it
+                    node = {"message": ERASED, "parent_ref": None}
                 if not isinstance(node, dict):
                     raise CorruptBlobError(ref, "not a conversation node")
                 nodes[ref] = node
@@ -762,6 +935,7 @@ class Ledger:
         starts: list[RecordedEvent] = []  # RunStarted of each run: forks name their parent's
         ends: dict[str, int] = {}  # position, which must not lie past the parent's last event
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
+        sealed: dict[str, str] = {}
         for rid in ids:
             records, unreadable = self._read_events(rid, tolerant=True)
             info = self._store.recorder.get_run(rid)
@@ -775,10 +949,27 @@ class Ledger:
                     unreadable=unreadable,
                     indexed=True,
                     recomputed=recomputed,
+                    sealed=sealed,
                 )
             )
             starts += records[:1]
             ends[rid] = records[-1].position if records else 0
+        if run_id is None:  # the erasure stream: a chain like a run's, with no index row
+            records, unreadable = self._read_events(ERASURE_STREAM, tolerant=True, known=False)
+            if records:
+                recomputed = hashes.setdefault(ERASURE_STREAM, {}) if hashes is not None else None
+                stream = verify_run(
+                    ERASURE_STREAM,
+                    records,
+                    self._blobs_for_verify,
+                    unreadable=unreadable,
+                    recomputed=recomputed,
+                )
+                stream.runs_checked = 0
+                report.merge(stream)
+        if sealed:
+            live = self._keys.keys(set(sealed.values()))
+            report.blobs_erased = sum(1 for key_id in sealed.values() if key_id not in live)
         for rid in sorted(indexed - set(ids)):
             info = self.run(rid)
             report.merge(verify_run(rid, [], self._blobs_for_verify, info, indexed=True))

@@ -57,6 +57,7 @@ from agentledger.ledger._ledger import Head, Prepared, Sealed
 from agentledger.ledger._privacy import RunPrivacy
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger._run import Run
+from agentledger.ledger._subjects import SubjectKey
 from agentledger.ledger._tooling import ToolSpec, tool_wrapper
 from agentledger.ledger.errors import (
     InvalidEventError,
@@ -202,6 +203,10 @@ class RunRecorder:
         self._chain_refs: list[str] = []
         self._written: set[str] = set()
         self._privacy: RunPrivacy | None = None
+        self._subject: SubjectKey | None = None
+        self._subject_keys: dict[str, SubjectKey] = {}
+        self._subject_source: Ledger | None = None
+        self._chain_key: str | None = None
         self.input: Any = None
         """The run's input as recorded (redacted by the run's policy): what its code should use."""
         self.recorded: list[RecordedEvent] = []
@@ -216,12 +221,14 @@ class RunRecorder:
         blobs: Mapping[str, bytes] | None = None,
         prompt_texts: Mapping[str, str] | None = None,
         privacy: RunPrivacy | None = None,
+        subject: SubjectKey | None = None,
     ) -> RunRecorder:
         given = started.input
-        started, prepared, all_blobs = _starting(ledger, started, blobs)
+        started, prepared, all_blobs = _starting(ledger, started, blobs, subject)
         recorded = ledger._commit(None, [prepared], all_blobs, started=(run_id, started))
         recorder = cls._opened(ledger, recorded, prepared, prompt_texts)
         recorder._privacy = privacy
+        recorder._subject = subject
         recorder.input = given
         decided = privacy.decided() if privacy is not None else None
         if decided is not None:  # what was redacted from the input: right after RunStarted
@@ -238,10 +245,11 @@ class RunRecorder:
         blobs: Mapping[str, bytes] | None = None,
         prompt_texts: Mapping[str, str] | None = None,
         privacy: RunPrivacy | None = None,
+        subject: SubjectKey | None = None,
     ) -> RunRecorder:
         """`_start` for async code: RunStarted is committed by a worker thread."""
         given = started.input
-        started, prepared, all_blobs = _starting(ledger, started, blobs)
+        started, prepared, all_blobs = _starting(ledger, started, blobs, subject)
         request = CommitRequest(
             run_id=run_id,
             first=1,
@@ -255,6 +263,7 @@ class RunRecorder:
         recorded = await ledger._committer.acommit(request)
         recorder = cls._opened(ledger, recorded, prepared, prompt_texts)
         recorder._privacy = privacy
+        recorder._subject = subject
         recorder.input = given
         decided = privacy.decided() if privacy is not None else None
         if decided is not None:  # what was redacted from the input: right after RunStarted
@@ -551,12 +560,43 @@ class RunRecorder:
             if due:
                 await self.aflush()
 
-    def put_blob(self, value: Any) -> str:
+    def put_blob(self, value: Any, *, subject: str | None = None) -> str:
         """Store a JSON value by content (written with the next flush); returns its ref.
 
-        Raises `LimitExceededError` if the value is over the ledger's `Limits`.
+        In a run tied to a data subject (or with ``subject=``) the value is sealed under the
+        subject's key first, and the ref is the sealed blob's. Raises `LimitExceededError` if
+        the value is over the ledger's `Limits`.
         """
+        return self._put(value, self._key(subject))
+
+    def _key(self, subject: str | None) -> SubjectKey | None:
+        """The key content is sealed under: ``subject``'s, else the run's (None: not sealed)."""
+        if subject is None:
+            return self._subject
+        key = self._subject_keys.get(subject)
+        if key is None:
+            source = self._subject_source
+            if source is not None and source is not self._ledger:  # a replay: look, never write
+                key = source.existing_subject_key(subject)
+            if key is None:
+                key = self._ledger._subject_key(subject, self.run_id)
+            self._subject_keys[subject] = key
+        return key
+
+    def seal_like(self, origin: Ledger, started: Mapping[str, Any]) -> None:
+        """Seal content as a recorded run did (replay, rerun, resume and fork call it).
+
+        ``started`` is the RunStarted payload of the run whose subject this run shares; keys
+        of the subjects its calls name are looked up in ``origin`` (the recorded run's ledger)
+        without writing to it when this recorder writes elsewhere (a replay's scratch ledger).
+        """
+        self._subject = origin.run_subject_key(started)
+        self._subject_source = origin
+
+    def _put(self, value: Any, key: SubjectKey | None, inner: Sequence[str] = ()) -> str:
         canonical = self._ledger.limits.canonical(value, "a blob")
+        if key is not None:
+            canonical = key.seal(canonical, inner)
         ref = blob_ref(canonical)
         with self._lock:
             if ref not in self._written and ref not in self._blobs:
@@ -573,7 +613,9 @@ class RunRecorder:
         """
         pending = len(self._pending)
         counters = dict(self._counters)
-        saved = (list(self._chain_messages), list(self._chain_refs)) if chain else None
+        saved = (
+            (list(self._chain_messages), list(self._chain_refs), self._chain_key) if chain else None
+        )
         outer, self._staged_refs = self._staged_refs, []
         try:
             yield
@@ -583,7 +625,7 @@ class RunRecorder:
                 self._blobs.pop(ref, None)
             self._counters = counters
             if saved is not None:
-                self._chain_messages, self._chain_refs = saved
+                self._chain_messages, self._chain_refs, self._chain_key = saved
             self._ready = None
             if self._privacy is not None:
                 self._privacy.forget()
@@ -593,10 +635,17 @@ class RunRecorder:
             if outer is not None:
                 outer.extend(staged)
 
-    def _inline_or_ref(self, value: Any, where: str, path: str) -> tuple[Any, str | None]:
-        """``value`` inline (redacted with its event), or the ref of a blob (redacted now)."""
+    def _inline_or_ref(
+        self, value: Any, where: str, path: str, key: SubjectKey | None = None
+    ) -> tuple[Any, str | None]:
+        """``value`` inline (redacted with its event), or the ref of a blob (redacted now).
+
+        Content tied to a data subject (``key``) is always a sealed blob, never inline.
+        """
         if value is None:
             return None, None
+        if key is not None:
+            return None, self._put(self._redacted(value, where, path), key)
         try:
             size = len(_SIZER.encode(value))
         except (TypeError, ValueError, RecursionError):
@@ -607,14 +656,19 @@ class RunRecorder:
 
     # Conversation chains ---------------------------------------------------------------------
 
-    def messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
+    def messages_ref(
+        self, messages: Sequence[Mapping[str, Any]], *, subject: str | None = None
+    ) -> str:
         """The ref of a conversation's head node, storing only messages not stored before."""
         with self._lock:
-            return self._messages_ref(messages)
+            return self._messages_ref(messages, self._key(subject))
 
-    def _messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
+    def _messages_ref(self, messages: Sequence[Mapping[str, Any]], key: SubjectKey | None) -> str:
         if not messages:
-            return self.put_blob({"message": None, "parent_ref": None})
+            return self._put({"message": None, "parent_ref": None}, key)
+        key_id = key.key_id if key is not None else None
+        if key_id != self._chain_key:  # sealed under another key: no node is shared
+            self._chain_messages, self._chain_refs, self._chain_key = [], [], key_id
         chain = self._chain_messages
         known = len(chain)
         if len(messages) >= known and list(messages[:known]) == chain:
@@ -630,7 +684,8 @@ class RunRecorder:
         for index, message in enumerate(messages[shared:], start=shared):
             copy = dict(message)  # a copy: the caller may mutate its list of messages later
             stored = self._redacted(copy, "ModelCalled", f"messages[{index}]")
-            parent = self.put_blob({"message": stored, "parent_ref": parent})
+            inner = [parent] if parent else []
+            parent = self._put({"message": stored, "parent_ref": parent}, key, inner)
             refs.append(parent)
             chain.append(copy)
         self._chain_refs = refs
@@ -702,11 +757,13 @@ class RunRecorder:
         served_from: str | None = None,
         ttft_ms: float | None = None,
         chunks: Sequence[Sequence[float]] | None = None,
+        subject: str | None = None,
     ) -> ModelCallRecord:
         """Record one model call: messages (as a chain), response, usage, latency, attempts.
 
         A streamed call also gives its time to first token and per-chunk timings
-        (``[[ms since the request, characters], ...]``, stored as a blob).
+        (``[[ms since the request, characters], ...]``, stored as a blob). ``subject`` ties
+        the call's messages and response to a data subject (default: the run's).
         """
         with self._staged(chain=True):
             return self._model_call(
@@ -730,6 +787,7 @@ class RunRecorder:
                 served_from=served_from,
                 ttft_ms=ttft_ms,
                 chunks=chunks,
+                key=self._key(subject),
             )
 
     def _model_call(
@@ -755,8 +813,9 @@ class RunRecorder:
         served_from: str | None,
         ttft_ms: float | None = None,
         chunks: Sequence[Sequence[float]] | None = None,
+        key: SubjectKey | None = None,
     ) -> ModelCallRecord:
-        head = self.messages_ref(messages)
+        head = self._messages_ref(messages, key)
         chunks_ref = None
         if chunks is not None:
             chunks_ref = self.put_blob({"chunks": [list(chunk) for chunk in chunks]})
@@ -766,7 +825,7 @@ class RunRecorder:
         answer = None
         if response is not None:
             answer = self._redacted(dict(response), "ModelCalled", "response")
-            response_ref = self.put_blob({"message": answer, "parent_ref": head})
+            response_ref = self._put({"message": answer, "parent_ref": head}, key, [head])
         call_id = call_id or self.new_id("call")
         event = _build(
             ModelCalled,
@@ -814,6 +873,7 @@ class RunRecorder:
         effectful: bool = False,
         step_id: str | None = None,
         caused_by: int | None = None,
+        subject: str | None = None,
     ) -> tuple[str, int]:
         """Record that a tool was called; returns (call id, position)."""
         with self._staged():
@@ -827,6 +887,7 @@ class RunRecorder:
                 effectful=effectful,
                 step_id=step_id,
                 caused_by=caused_by,
+                key=self._key(subject),
             )
             return call_id, self.record(event)
 
@@ -841,8 +902,9 @@ class RunRecorder:
         effectful: bool,
         step_id: str | None,
         caused_by: int | None,
+        key: SubjectKey | None = None,
     ) -> ToolCalled:
-        inline, ref = self._inline_or_ref(arguments, "ToolCalled", "arguments")
+        inline, ref = self._inline_or_ref(arguments, "ToolCalled", "arguments", key)
         return _build(
             ToolCalled,
             call_id=call_id,
@@ -869,6 +931,7 @@ class RunRecorder:
         latency_ms: float = 0.0,
         caused_by: int | None = None,
         served_from: str | None = None,
+        subject: str | None = None,
     ) -> int:
         """Record a tool's result envelope."""
         with self._staged():
@@ -882,6 +945,7 @@ class RunRecorder:
                     latency_ms=latency_ms,
                     caused_by=caused_by,
                     served_from=served_from,
+                    key=self._key(subject),
                 )
             )
 
@@ -896,8 +960,9 @@ class RunRecorder:
         latency_ms: float,
         caused_by: int | None,
         served_from: str | None,
+        key: SubjectKey | None = None,
     ) -> ToolReturned:
-        inline, ref = self._inline_or_ref(data, "ToolReturned", "data")
+        inline, ref = self._inline_or_ref(data, "ToolReturned", "data", key)
         return _build(
             ToolReturned,
             call_id=call_id,
@@ -922,6 +987,7 @@ class RunRecorder:
         latency_ms: float = 0.0,
         step_id: str | None = None,
         effectful: bool = False,
+        subject: str | None = None,
     ) -> str:
         """Record a tool call and its result together; returns the call id.
 
@@ -929,6 +995,7 @@ class RunRecorder:
         records neither, so a ToolCalled never stands without its ToolReturned.
         """
         with self._staged():
+            key = self._key(subject)
             call_id = self.new_id("tool")
             called = self._tool_called(
                 tool,
@@ -939,6 +1006,7 @@ class RunRecorder:
                 effectful=effectful,
                 step_id=step_id,
                 caused_by=None,
+                key=key,
             )
             returned = self._tool_returned(
                 call_id,
@@ -949,6 +1017,7 @@ class RunRecorder:
                 latency_ms=latency_ms,
                 caused_by=self.position + 1,
                 served_from=None,
+                key=key,
             )
             ready = (returned, self._ledger._prepare(returned))
             position = self.record(called)
@@ -967,17 +1036,26 @@ class RunRecorder:
         step_id: str | None = None,
         source: str | None = None,
         caused_by: int | None = None,
+        subject: str | None = None,
     ) -> int:
-        """Record a JSON Merge Patch to the world state (must be an object at top level)."""
+        """Record a JSON Merge Patch to the world state (must be an object at top level).
+
+        A delta tied to a data subject (``subject``, default the run's) stores its patch as a
+        sealed blob (``patch_ref``), redacted first.
+        """
         if not isinstance(patch, Mapping):
             raise InvalidPayloadError(
                 "", f"a delta must be a JSON object, not {type(patch).__name__}"
             )
-        return self.record(
-            _build(
-                DeltaApplied, patch=dict(patch), step_id=step_id, source=source, caused_by=caused_by
+        with self._staged():
+            key = self._key(subject)
+            fields: dict[str, Any] = {"patch": dict(patch)}
+            if key is not None:
+                sealed = self._put(self._redacted(dict(patch), "DeltaApplied", "patch"), key)
+                fields = {"patch": {}, "patch_ref": sealed}
+            return self.record(
+                _build(DeltaApplied, **fields, step_id=step_id, source=source, caused_by=caused_by)
             )
-        )
 
     @_operation
     def plan(self, plan: Any, *, step_id: str | None = None, caused_by: int | None = None) -> int:
@@ -1009,10 +1087,12 @@ class RunRecorder:
         evidence_ids: Sequence[str] = (),
         step_id: str | None = None,
         caused_by: int | None = None,
+        subject: str | None = None,
     ) -> int:
         """Record the synthesized answer and the evidence ids it cites."""
         with self._staged():
-            inline, ref = self._inline_or_ref(answer, "SynthesisProduced", "answer")
+            key = self._key(subject)
+            inline, ref = self._inline_or_ref(answer, "SynthesisProduced", "answer", key)
             return self.record(
                 _build(
                     SynthesisProduced,
@@ -1299,9 +1379,11 @@ class AsyncRunStart:
         prompt_texts: Mapping[str, str],
         *,
         privacy: RunPrivacy | None = None,
+        subject: SubjectKey | None = None,
     ) -> None:
         self._ledger = ledger
         self._privacy = privacy
+        self._subject = subject
         self._started = started
         self.run_id = run_id
         self._blobs = blobs
@@ -1317,6 +1399,7 @@ class AsyncRunStart:
                 blobs=self._blobs,
                 prompt_texts=self._texts,
                 privacy=self._privacy,
+                subject=self._subject,
             )
         return self._recorder
 
@@ -1364,14 +1447,14 @@ class _LivePort:
 _EMPTY_NODE = blob_ref(canonical_json({"message": None, "parent_ref": None}))
 
 
-def call_fingerprint(call: CallRecord) -> str:
+def call_fingerprint(call: CallRecord, key: SubjectKey | None = None) -> str:
     """The request fingerprint a recorder stores for ``call``, prefixed with its provider.
 
     Equal for two calls exactly when provider, model, params, messages and tools are: what a
     replay matches an instrumented call against its record by (``provider:`` +
     `request_fingerprint` of the ModelCalled it would record). Nothing is stored.
     """
-    messages_ref, tools_ref = request_refs(call.messages, call.tools)
+    messages_ref, tools_ref = request_refs(call.messages, call.tools, key)
     fingerprint = request_fingerprint(
         {
             "model": call.model,
@@ -1384,23 +1467,42 @@ def call_fingerprint(call: CallRecord) -> str:
 
 
 def request_refs(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    key: SubjectKey | None = None,
 ) -> tuple[str, str | None]:
-    """The ``messages_ref`` and ``tools_ref`` a recorder stores for a request (nothing stored)."""
+    """The ``messages_ref`` and ``tools_ref`` a recorder stores for a request (nothing stored).
+
+    With a subject's ``key``, the refs of the sealed nodes (what a subject's run stores).
+    """
     parent: str | None = None
     for message in messages:
-        parent = blob_ref(canonical_json({"message": dict(message), "parent_ref": parent}))
+        node = canonical_json({"message": dict(message), "parent_ref": parent})
+        parent = blob_ref(node if key is None else key.seal(node, [parent] if parent else []))
+    if parent is None:
+        empty = canonical_json({"message": None, "parent_ref": None})
+        parent = _EMPTY_NODE if key is None else blob_ref(key.seal(empty))
     tools_ref = blob_ref(canonical_json(list(tools))) if tools else None
-    return parent or _EMPTY_NODE, tools_ref
+    return parent, tools_ref
 
 
 def _starting(
-    ledger: Ledger, started: RunStarted, blobs: Mapping[str, bytes] | None
+    ledger: Ledger,
+    started: RunStarted,
+    blobs: Mapping[str, bytes] | None,
+    subject: SubjectKey | None = None,
 ) -> tuple[RunStarted, Prepared, dict[str, bytes]]:
-    """RunStarted as committed (a large input moved to a blob), prepared, with its blobs."""
+    """RunStarted as committed (a large input moved to a blob), prepared, with its blobs.
+
+    A subject's run always moves its input to a blob sealed under the subject's key.
+    """
     all_blobs = dict(blobs or {})
-    if started.input is not None and len(canonical_json(started.input)) > INLINE_LIMIT:
+    if started.input is not None and (
+        subject is not None or len(canonical_json(started.input)) > INLINE_LIMIT
+    ):
         canonical = ledger.limits.canonical(started.input, "the run's input")
+        if subject is not None:
+            canonical = subject.seal(canonical)
         ref = blob_ref(canonical)
         all_blobs[ref] = canonical
         started = started.model_copy(update={"input": None, "input_ref": ref})

@@ -40,6 +40,7 @@ from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._canonical import canonical_json, loads
 from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
+from agentledger.ledger._subjects import is_sealed
 
 if TYPE_CHECKING:
     from agentledger.ledger._tlog import CheckpointCheck, LogProblem
@@ -91,6 +92,9 @@ class VerifyReport:
     runs_checked: int = 0
     events_checked: int = 0
     blobs_checked: int = 0
+    blobs_erased: int = 0
+    """Of the blobs checked, those sealed for a data subject whose key was destroyed (their
+    stored bytes still hash to their refs; their content reads as ``[erased]``)."""
     problems: list[Problem] = field(default_factory=list)
     checkpoints: list[CheckpointCheck] = field(default_factory=list)
     """The signed checkpoints checked (``verify(checkpoint=...)``), each with its findings."""
@@ -112,6 +116,7 @@ class VerifyReport:
         self.runs_checked += other.runs_checked
         self.events_checked += other.events_checked
         self.blobs_checked += other.blobs_checked
+        self.blobs_erased += other.blobs_erased
         self.problems += other.problems
         self.checkpoints += other.checkpoints
         self.log_problems += other.log_problems
@@ -157,6 +162,7 @@ def verify_run(
     unreadable: Mapping[int, str] | None = None,
     indexed: bool = False,
     recomputed: dict[int, bytes] | None = None,
+    sealed: dict[str, str] | None = None,
 ) -> VerifyReport:
     """Verify one run's events (ordered by stored position) and the blobs they refer to.
 
@@ -166,6 +172,7 @@ def verify_run(
     events; with `indexed` (the ledger keeps an index) a missing row is a problem too. Into
     `recomputed`, when given, go the hashes recomputed from each event's content, by position
     (what the transparency log's leaves must be; an unreadable event gets 32 zero bytes).
+    Into `sealed`, when given, go the refs of sealed blobs (data subjects') and their key ids.
     """
     report = VerifyReport(runs_checked=1, events_checked=len(records))
     problems = report.problems
@@ -189,7 +196,7 @@ def verify_run(
                 _check_terminal(run_id, record, chain.checked_prev, problems)
     if info is not None or indexed:
         _check_index(_Run(run_id, records, unreadable, end), info, problems)
-    report.blobs_checked = _check_blobs(run_id, records, blobs, problems)
+    report.blobs_checked = _check_blobs(run_id, records, blobs, problems, sealed)
     return report
 
 
@@ -491,6 +498,7 @@ def _check_blobs(
     records: Iterable[RecordedEvent],
     blobs: BlobLookup,
     problems: list[Problem],
+    sealed: dict[str, str] | None = None,
 ) -> int:
     first_use: dict[str, int] = {}
     for record in records:
@@ -524,6 +532,8 @@ def _check_blobs(
             if actual != ref:
                 problems.append(Problem(run_id, position, "blob altered", ref))
                 continue
+            if sealed is not None and is_sealed(content):
+                sealed[ref] = content["key_id"]
             for inner in blob_refs_in(content):
                 if inner not in checked:
                     first_use.setdefault(inner, position)

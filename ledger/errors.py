@@ -11,6 +11,7 @@ The tree::
     │   └── RunClosedError          append to a completed or failed run (run_id, status)
     ├── UnknownRunError             no run with that id (run_id)
     ├── UnknownBlobError            no blob with that hash (ref)
+    ├── UnknownSubjectError         no key for that data subject: nothing to erase (subject)
     ├── CorruptEventError           a stored event cannot be read back (run_id, position, detail)
     ├── CorruptBlobError            a stored blob cannot be unpacked (ref, detail)
     ├── ConcurrencyError            another writer took the position first (run_id, position)
@@ -46,6 +47,7 @@ __all__ = [
     "UnknownBlobError",
     "UnknownRunError",
     "UnknownSchemeError",
+    "UnknownSubjectError",
     "UsageError",
 ]
 
@@ -132,6 +134,23 @@ class UnknownBlobError(LedgerError):
     def __init__(self, ref: str) -> None:
         self.ref = ref
         super().__init__(f"no blob {ref!r} in this ledger")
+
+
+class UnknownSubjectError(LedgerError):
+    """No key is stored for that data subject: none of their content is sealed here.
+
+    Also what a second erasure of one subject raises (`erased_at` then names the first).
+    """
+
+    def __init__(self, subject: str, erased_at: str | None = None) -> None:
+        self.subject = subject
+        self.erased_at = erased_at
+        detail = (
+            f"it was erased at {erased_at}"
+            if erased_at
+            else "no run recorded content for it (check the spelling)"
+        )
+        super().__init__(f"no key for data subject {subject!r} in this ledger: {detail}")
 
 
 class CorruptEventError(LedgerError):

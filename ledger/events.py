@@ -29,6 +29,7 @@ __all__ = [
     "ConfigIdentity",
     "DeltaApplied",
     "EntryPoint",
+    "ErasureRecorded",
     "ErrorInfo",
     "GuardrailTripped",
     "JSONValue",
@@ -195,6 +196,9 @@ class RunStarted(LedgerEvent):
     relation: Literal["fork", "rerun", "resume"] | None = None
     overrides: JSONObject = Field(default_factory=dict)
     entry: EntryPoint | None = None
+    subject_key: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] | None = None
+    """For a run tied to a data subject (``record_run(..., subject=...)``): the id of the
+    subject's key, under which its content blobs are sealed. Never the subject or the key."""
 
 
 class PolicyDecided(LedgerEvent):
@@ -305,9 +309,14 @@ class ToolReturned(LedgerEvent):
 
 
 class DeltaApplied(LedgerEvent):
-    """A JSON Merge Patch (RFC 7386) applied to the run's world state."""
+    """A JSON Merge Patch (RFC 7386) applied to the run's world state.
+
+    A delta tied to a data subject stores its patch as a sealed blob: `patch` is then ``{}``
+    and `patch_ref` names the blob holding the patch.
+    """
 
     patch: JSONObject
+    patch_ref: BlobRef | None = None
     step_id: str | None = None
     source: str | None = None
 
@@ -365,6 +374,24 @@ class RunAnnotated(LedgerEvent):
     labels: list[str] = Field(default_factory=list)
 
 
+class ErasureRecorded(LedgerEvent):
+    """A data subject's key was destroyed: their sealed content now reads as ``[erased]``.
+
+    Recorded in the ledger's own erasure stream (not a run). `subject_digest` is an HMAC-SHA256
+    of the subject under the ledger's salt (``hmac-sha256:<hex>``), so the record never holds
+    the subject itself; `key_id` names the destroyed key, `runs` the runs whose content it
+    sealed and `blobs` how many of their blobs became unreadable. Who asked and why are
+    `requested_by` and `reason`; when is the envelope's time.
+    """
+
+    subject_digest: str
+    key_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+    requested_by: str
+    reason: str
+    runs: list[str] = Field(default_factory=list)
+    blobs: SafeInt = 0
+
+
 _CATALOGUE: tuple[type[LedgerEvent], ...] = (
     RunStarted,
     PolicyDecided,
@@ -381,6 +408,7 @@ _CATALOGUE: tuple[type[LedgerEvent], ...] = (
     RunCompleted,
     RunFailed,
     RunAnnotated,
+    ErasureRecorded,
 )
 
 EVENT_TYPES: Mapping[str, type[LedgerEvent]] = MappingProxyType({c.kind: c for c in _CATALOGUE})

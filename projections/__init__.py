@@ -20,6 +20,7 @@ from agentledger.projections._audit import (
     verify_read_models,
     verify_snapshots,
 )
+from agentledger.projections._erasure import DerivedRebuild, forget_erased
 from agentledger.projections._json import JSONValue, json_copy
 from agentledger.projections._merge import (
     apply_patch,
@@ -57,6 +58,7 @@ from agentledger.projections.errors import (
 __all__ = [
     "DEFAULT_BATCH",
     "DEFAULT_EVERY",
+    "DerivedRebuild",
     "FoldedState",
     "InvalidDeltaError",
     "JSONValue",
@@ -85,6 +87,7 @@ __all__ = [
     "diff_patch",
     "fold_patches",
     "fold_world_state",
+    "forget_erased",
     "json_copy",
     "state_history",
     "take_snapshots",

@@ -11,9 +11,10 @@ events. Must not fold, cache or write anything.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from uuid import UUID
 
-from agentledger.ledger import Ledger, RecordedEvent
+from agentledger.ledger import Erased, Ledger, RecordedEvent
 from agentledger.ledger.events import DeltaApplied
 from agentledger.projections._json import JSONValue
 from agentledger.projections.errors import InvalidDeltaError, PositionOutOfRangeError
@@ -76,18 +77,45 @@ def delta_patches(
     """Yield ``(position, patch)`` for each DeltaApplied with ``after < position <= upto``.
 
     Each patch is the freshly decoded stored payload's, so the caller may keep it; a patch that
-    is not a JSON object raises `InvalidDeltaError` naming the run and position.
+    is not a JSON object raises `InvalidDeltaError` naming the run and position. A data
+    subject's delta keeps its patch in a sealed blob (``patch_ref``), read a page at a time;
+    once the subject is erased that patch is `ERASED` (the text ``[erased]``), which a fold
+    applies as RFC 7386 applies any non-object patch: the state becomes ``"[erased]"``.
     """
-    for record in _records(ledger, run_id, after=after, upto=upto):
-        if record.kind == _DELTA:
-            yield record.position, _patch_of(record)
+    for page in _pages(ledger, run_id, after=after, upto=upto):
+        deltas = [r for r in page if r.kind == _DELTA]
+        refs = [
+            r.payload["patch_ref"] for r in deltas if isinstance(r.payload.get("patch_ref"), str)
+        ]
+        sealed = ledger.blobs(refs) if refs else {}
+        for record in deltas:
+            ref = record.payload.get("patch_ref")
+            if isinstance(ref, str):
+                yield record.position, _sealed_patch(record, ref, sealed)
+            else:
+                yield record.position, _patch_of(record)
 
 
-def _records(ledger: Ledger, run_id: str, *, after: int, upto: int) -> Iterator[RecordedEvent]:
+def _sealed_patch(record: RecordedEvent, ref: str, sealed: dict[str, Any]) -> Any:
+    if ref not in sealed:
+        raise InvalidDeltaError(record.run_id, record.position, f"its patch blob {ref} is missing")
+    patch = sealed[ref]
+    if isinstance(patch, Erased):
+        return patch
+    if not isinstance(patch, dict):
+        raise InvalidDeltaError(
+            record.run_id,
+            record.position,
+            f"the patch must be a JSON object at top level, not {_json_type(patch)}",
+        )
+    return patch
+
+
+def _pages(ledger: Ledger, run_id: str, *, after: int, upto: int) -> Iterator[list[RecordedEvent]]:
     start = after
     while start < upto:
         stop = min(start + PAGE_SIZE, upto)
-        yield from ledger.events(run_id, after=start, upto=stop)
+        yield ledger.events(run_id, after=start, upto=stop)
         start = stop
 
 

@@ -29,6 +29,7 @@ from agentledger.replay._replay import ReplayResult, replay_all, replay_run
 from agentledger.replay._rerun import Overrides, RerunResult, rerun, rerun_many
 from agentledger.replay._serving import STALL_TIMEOUT_S
 from agentledger.replay.errors import (
+    ContentErasedError,
     EffectRefusedError,
     NoLiveModelError,
     NotResumableError,
@@ -41,6 +42,7 @@ __all__ = [
     "STALL_TIMEOUT_S",
     "Change",
     "CohortDiff",
+    "ContentErasedError",
     "ContinueResult",
     "Divergence",
     "EffectRefusedError",

@@ -33,7 +33,7 @@ from agentledger.ledger import Ledger, RunRecorder
 from agentledger.replay._functions import fork_function, is_function_run, resume_function
 from agentledger.replay._outcome import run_problem
 from agentledger.replay._ports import RecordedTools
-from agentledger.replay._recorder import ANNOTATION, CheckingRecorder
+from agentledger.replay._recorder import ANNOTATION, CheckingRecorder, refuse_erased
 from agentledger.replay._replay import Recorded
 from agentledger.replay._rerun import LIVE_PROVIDERS, live_model
 from agentledger.replay.errors import (
@@ -110,6 +110,7 @@ def resume_run(
     recorded from a user's function is continued by running that function again (``entry`` as
     for ``replay_run``), its clients and recorded tools served from the record, then live.
     """
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         _no_models(models, model)
         resumed = resume_function(ledger, run_id, entry=entry, allow_effects=allow_effects)
@@ -144,6 +145,7 @@ def resume_run(
         write_prefix=False,
         beyond="write",
     )
+    recorder.seal_like(ledger, recorded.events[0].payload)
     fork = recorded.fork_patch
     pending = fork if fork is not None and fork[0] >= len(recorded.events) else None
     ended = recorded.run_in(recorder, role_models, tool_port, patch_after=pending)
@@ -174,6 +176,7 @@ def fork_run(
     running that function (``entry`` as for ``replay_run``); it keeps its own state, so it
     takes no patch.
     """
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         last = ledger.run(run_id).event_count
         if not 1 <= at < last:
@@ -223,6 +226,7 @@ def fork_run(
         parent_position=at,
         relation="fork",
         overrides=overrides,
+        subject=ledger.subject_of(run_id),
     )
     recorder = CheckingRecorder(
         ledger,
@@ -233,6 +237,7 @@ def fork_run(
         write_prefix=True,
         beyond="write",
     )
+    recorder.seal_like(ledger, ledger.events(plain.run_id, upto=1)[0].payload)
     ended = recorded.run_in(
         recorder, role_models, tool_port, patch_after=(at, patch) if patch else None
     )

@@ -185,6 +185,7 @@ def replay_function(
         stall_timeout=stall_timeout,
     )
     recorder._prompt_texts = recorded_prompts(ledger, started)
+    recorder.seal_like(ledger, events[0].payload)
     try:
         ended = run_function(fn, recorder, recorded_input(ledger, started))
         if isinstance(ended, ReplayDivergenceError):
@@ -238,6 +239,7 @@ def rerun_function(
         overrides=dict(overrides or {}),
         prompts=new_prompts,
         entry=_entry_of(fn, started),
+        subject=ledger.subject_of(run_id),
     )
     recorder = ServingRecorder(
         ledger,
@@ -254,6 +256,7 @@ def rerun_function(
         allow_effects=allow_effects,
     )
     recorder._prompt_texts = {role: text for role, (_, text) in new_prompts.items()}
+    recorder.seal_like(ledger, ledger.events(plain.run_id, upto=1)[0].payload)
     ended = run_function(fn, recorder, recorded_input(ledger, started))
     stopped = str(ended) if isinstance(ended, EffectRefusedError) else None
     return plain.run_id, stopped, recorder
@@ -291,6 +294,7 @@ def resume_function(
         allow_effects=True,
     )
     recorder._prompt_texts = recorded_prompts(ledger, started)
+    recorder.seal_like(ledger, events[0].payload)
     ended = run_function(fn, recorder, recorded_input(ledger, started))
     if isinstance(ended, ReplayDivergenceError):
         raise ended
@@ -321,6 +325,7 @@ def fork_function(
         relation="fork",
         overrides={"at": at},
         entry=_entry_of(fn, started),
+        subject=ledger.subject_of(run_id),
     )
     recorder = ServingRecorder(
         ledger,
@@ -336,6 +341,7 @@ def fork_function(
         allow_effects=allow_effects,
     )
     recorder._prompt_texts = texts
+    recorder.seal_like(ledger, ledger.events(plain.run_id, upto=1)[0].payload)
     ended = run_function(fn, recorder, recorded_input(ledger, started))
     if isinstance(ended, ReplayDivergenceError | ReplayStopped):
         closer = RunRecorder(ledger, ledger.load(plain.run_id))

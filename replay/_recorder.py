@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from agentledger.ledger import RecordedEvent, RunRecorder, policy_of
 from agentledger.ledger.events import ErrorInfo, LedgerEvent, event_type, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
-from agentledger.replay.errors import ReplayDivergenceError
+from agentledger.replay.errors import ContentErasedError, ReplayDivergenceError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -40,6 +40,7 @@ __all__ = [
     "CheckingRecorder",
     "ReplayStopped",
     "redaction_fact",
+    "refuse_erased",
     "run_end",
     "salt_for",
 ]
@@ -84,6 +85,13 @@ def redaction_fact(event: RecordedEvent) -> bool:
 def _input_redaction(event: RecordedEvent) -> bool:
     reasons = event.payload.get("reasons") or []
     return bool(reasons) and all(" at RunStarted." in reason for reason in reasons)
+
+
+def refuse_erased(ledger: Ledger, run_id: str) -> None:
+    """Raise `ContentErasedError` for a run whose data subject was erased (nothing runs)."""
+    erased = ledger.erased_positions(run_id)
+    if erased:
+        raise ContentErasedError(str(ledger.run(run_id).run_id), erased)
 
 
 def run_end(events: Sequence[RecordedEvent]) -> RecordedEvent | None:

@@ -48,6 +48,7 @@ from agentledger.replay._recorder import (
     Beyond,
     CheckingRecorder,
     ReplayStopped,
+    refuse_erased,
     run_end,
     salt_for,
 )
@@ -276,8 +277,10 @@ def replay_run(
     the roles it names (re-evaluate a recorded run against a model: the first call it answers
     differently is the divergence). Raises ``ReplayDivergenceError`` at the first event that
     differs (or returns it in the result with ``raise_on_divergence=False``). A run that never
-    finished replays up to its last recorded event.
+    finished replays up to its last recorded event. A run whose data subject was erased is
+    refused before anything runs (`ContentErasedError` names the positions it cannot compare).
     """
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         if models:
             msg = "models= replaces a bundled agent's roles; a function run uses its own clients"
@@ -335,6 +338,7 @@ def replay_run(
             write_prefix=False,
             beyond=beyond,
         )
+        checker.seal_like(ledger, recorded.events[0].payload)
         holder.append(checker)
         ended = recorded.run_in(checker, role_models, served, patch_after=recorded.fork_patch)
         if isinstance(ended, ReplayDivergenceError):

@@ -27,6 +27,7 @@ from agentledger.ledger import Ledger, LedgerError, RunRecorder, UnknownRunError
 from agentledger.replay._functions import is_function_run, rerun_function_run
 from agentledger.replay._outcome import describe_error, run_problem
 from agentledger.replay._ports import CachedModel, RecordedTools
+from agentledger.replay._recorder import refuse_erased
 from agentledger.replay._replay import Recorded
 from agentledger.replay.errors import (
     EffectRefusedError,
@@ -203,6 +204,7 @@ def rerun(
     the record answers are served, the others go to the function's own clients.
     """
     overrides = overrides or Overrides()
+    refuse_erased(ledger, run_id)
     if entry is not None or is_function_run(ledger, run_id):
         result: RerunResult = rerun_function_run(
             ledger,
@@ -234,8 +236,12 @@ def rerun(
     )
     holder: list[RunRecorder] = []
 
+    subject = ledger.subject_of(run_id)  # a rerun is tied to its parent's data subject
+
     def factory(agent: str, input: Any = None, **kwargs: Any) -> RunRecorder:  # noqa: A002
-        recorder = ledger.record_run(agent, input=input, overrides=overrides.to_json(), **kwargs)
+        recorder = ledger.record_run(
+            agent, input=input, overrides=overrides.to_json(), subject=subject, **kwargs
+        )
         holder.append(recorder)
         return recorder
 

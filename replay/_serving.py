@@ -292,7 +292,7 @@ class ServingRecorder(CheckingRecorder):
     def serve_model(self, call: CallRecord) -> ServedCall | None:
         """Serve ``call`` from the record; None (live) or a divergence when it cannot be."""
         self._parties.add(_party())
-        key = call_fingerprint(self._as_recorded(call))
+        key = call_fingerprint(self._as_recorded(call), self._key(None))
         found = self.book.take_call(key)
         if found is None:
             if self._live:
@@ -332,7 +332,7 @@ class ServingRecorder(CheckingRecorder):
                 if messages is call.messages:
                     del self._reserved[index]
                     return found
-        key = call_fingerprint(self._as_recorded(call))
+        key = call_fingerprint(self._as_recorded(call), self._key(None))
         with self._lock:
             for index, (reserved, _, found) in enumerate(self._reserved):
                 if reserved == key:

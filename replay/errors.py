@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from agentledger.replay._compare import Divergence
 
 __all__ = [
+    "ContentErasedError",
     "EffectRefusedError",
     "NoLiveModelError",
     "NotResumableError",
@@ -30,6 +31,22 @@ class ReplayError(Exception):
 
 class ReplayUsageError(ReplayError, ValueError):
     """A caller mistake: a bad override, a position outside the run, an unknown role."""
+
+
+class ContentErasedError(ReplayError):
+    """A run whose data subject was erased cannot be replayed: its content is gone.
+
+    `positions` are the events that refer to erased content (what replay cannot compare).
+    """
+
+    def __init__(self, run_id: str, positions: list[int]) -> None:
+        self.run_id = run_id
+        self.positions = positions
+        shown = ", ".join(str(p) for p in positions[:20]) + (" ..." if len(positions) > 20 else "")
+        super().__init__(
+            f"run {run_id}: cannot compare positions {shown} (content erased); "
+            "the rest of the run still verifies (agentledger verify)"
+        )
 
 
 class ReplayDivergenceError(ReplayError):

@@ -248,7 +248,13 @@ def test_every_event_kind_round_trips_with_positions_one_to_n(ledger: Ledger) ->
     failed_records = ledger.events(failing.run_id)
     assert [r.event for r in failed_records][1] == failed
     assert [r.position for r in failed_records] == [1, 2]
-    covered = set(kinds(records)) | set(kinds(failed_records))
+    with ledger.record_run("planner-executor", input="third run", subject="user-1"):
+        pass
+    erased = ledger.erase_subject("user-1", reason="request 7", requested_by="dpo@example.org")
+    erasures = ledger.erasures()
+    assert [(e.kind, e.position) for e in erasures] == [("ErasureRecorded", erased.position)]
+    assert erasures[0].event.model_dump()["requested_by"] == "dpo@example.org"
+    covered = set(kinds(records)) | set(kinds(failed_records)) | set(kinds(erasures))
     assert covered == set(EVENT_TYPES)
     assert ledger.verify().ok
 
@@ -427,17 +433,18 @@ def test_a_growing_conversation_stores_each_message_once(ledger: Ledger, ledger_
 
     heads = [r.payload[k] for r in records for k in ("messages_ref", "response_ref")]
     reads: list[int] = []
-    blobs = ledger.blobs
+    store = ledger.recorder
+    blobs = store.get_blobs
 
     def counting(refs: Any) -> dict[str, Any]:
         reads.append(len(refs))
-        return blobs(refs)
+        return dict(blobs(refs))
 
-    ledger.blobs = counting  # type: ignore[method-assign]
+    store.get_blobs = counting
     try:
         chains = ledger.conversations(heads)
     finally:
-        del ledger.blobs
+        del store.get_blobs
     assert [chains[r.payload["messages_ref"]] for r in records] == snapshots
     assert chains[records[-1].payload["response_ref"]] == history
     assert len(reads) <= 3  # breadth-first: every call's chain in a few queries, not 401
