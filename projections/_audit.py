@@ -101,6 +101,8 @@ def verify_snapshots(ledger: Ledger, run_id: str | None = None) -> SnapshotRepor
     """
     store = SnapshotStore(ledger)
     report = SnapshotReport()
+    if not store.exists():  # no snapshot was ever taken: nothing to re-fold
+        return report
     for rid in [run_id] if run_id is not None else store.run_ids():
         rows = store.rows(rid)
         if rows:

@@ -265,6 +265,15 @@ class SnapshotStore:
         found = self._read(lambda c: c.execute(query.order_by(_table.c.position)).all())
         return [StoredSnapshot(rid, *row) for row in found]
 
+    def exists(self) -> bool:
+        """Whether the snapshot table exists (a read-only ledger that never took one has none)."""
+        if self._ready:
+            return True
+        try:
+            return bool(inspect(self._engine).has_table(SNAPSHOTS_TABLE))
+        except SQLAlchemyError as e:
+            raise SnapshotStoreError(self._ledger.url, str(e)) from e
+
     def run_ids(self) -> list[str]:
         """The runs that have snapshot rows, sorted."""
         query = select(_table.c.run_id).distinct().order_by(_table.c.run_id)

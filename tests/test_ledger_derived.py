@@ -570,3 +570,20 @@ def test_projections_verify_on_a_database_without_read_models_compares_nothing(
         )
     )
     assert not [t for (t,) in tables if t.startswith("al_rm_")]
+
+
+def test_verify_deep_on_a_ledger_that_never_took_a_snapshot_checks_zero(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ledger whose runs never folded world state has no snapshot table: --deep finds nothing.
+
+    It used to fail with "no snapshot table (read-only)", since verify opens the file read-only.
+    """
+    url = f"sqlite:///{tmp_path / 'plain.db'}"
+    with Ledger.open(url) as ledger, ledger.record_run("plain", input="q") as run:
+        run.answer("a")
+    status = main(["--db", url, "verify", "--deep"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "intact: 1 run" in out
+    assert "snapshots intact: 0 snapshots re-folded" in out
