@@ -137,7 +137,11 @@ def test_two_processes_record_into_one_sqlite_file_at_once(
 def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
     sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """SIGKILL in the middle of recording leaves a running run with an unbroken chain."""
+    """SIGKILL in the middle of recording leaves a running run with an unbroken chain.
+
+    Every commit the writer reported before it was killed is there (the default durability,
+    ``normal``, keeps each commit through the process's death).
+    """
     from agentledger.cli import main
     from agentledger.ledger import Ledger, RunRecorder
 
@@ -165,7 +169,7 @@ def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
     with Ledger.open(sqlite_url) as ledger:
         records = ledger.events(run_id)
         count = len(records)
-        assert count >= 61
+        assert count >= int(str(last["position"])), "a commit reported before the kill is lost"
         assert count % 2 == 1, "a two-event batch was split by the kill"
         assert [r.position for r in records] == list(range(1, count + 1))
         info = ledger.run(run_id)
