@@ -384,9 +384,10 @@ class RunRecorder:
         """``value`` (JSON) as this run stores it: redacted by the run's policy (nothing noted).
 
         What the run's code should go on with where a value flows back into the run, so that
-        replay, which serves what was recorded, sees the same.
+        replay, which serves what was recorded, sees the same. A value with nothing to redact
+        comes back as it is (not a copy), as it does from a run that redacts nothing.
         """
-        if self._privacy is None or value is None:
+        if self._privacy is None or value is None or self._privacy.redactor.clean(value):
             return value
         try:
             return self._privacy.redactor.json(value)[0]
@@ -410,6 +411,7 @@ class RunRecorder:
         if request is not None and request.leader:
             self._ledger._committer.drain(request)
         if tail is not None and not tail.done():
+            self._ledger._committer.kick()  # an earlier write-behind commit may be waiting
             futures.wait([tail])
         if self._failure is not None:
             self._raise_failure()
@@ -422,6 +424,8 @@ class RunRecorder:
         if request is not None and request.leader:
             self._ledger._committer.drain_elsewhere()
         if tail is not None:
+            if not tail.done():
+                self._ledger._committer.kick()  # an earlier write-behind commit may be waiting
             import asyncio  # only async callers pay for it
 
             await asyncio.wait([asyncio.wrap_future(tail)])
@@ -430,7 +434,7 @@ class RunRecorder:
     def _write_behind(self) -> None:
         """Queue what is pending for commit without waiting (the awaitable methods)."""
         with self._lock:
-            request = self._submit() if self._depth == 0 else None
+            request = self._submit(behind=True) if self._depth == 0 else None
         if request is not None and request.leader:
             self._ledger._committer.drain_elsewhere()
 
@@ -441,8 +445,11 @@ class RunRecorder:
         if error is not None:
             raise error
 
-    def _submit(self) -> CommitRequest | None:
-        """Queue the pending events as one commit (under the lock); None when there are none."""
+    def _submit(self, *, behind: bool = False) -> CommitRequest | None:
+        """Queue the pending events as one commit (under the lock); None when there are none.
+
+        ``behind``: nobody waits for this commit yet (see `GroupCommitter.enqueue`).
+        """
         if not self._pending:
             return None
         events, blobs = self._pending, self._blobs
@@ -475,7 +482,7 @@ class RunRecorder:
             failed=failed,
         )
         self._tail = request.future
-        request.leader = self._ledger._committer.enqueue(request)
+        request.leader = self._ledger._committer.enqueue(request, behind=behind)
         return request
 
     def _head(self) -> Head:
