@@ -20,7 +20,8 @@ positions were taken, so no two writers of one run ever race for a position. Whi
 
 **Async.** The ``a``-prefixed methods (``amodel_call``, ``atool``, ``adelta``...) record the
 same events and hand the commit to a worker thread without waiting for it (write-behind): the
-event loop never waits on database I/O, and concurrent runs share each commit. Durability
+event loop never waits on database I/O, and concurrent runs share each commit (the worker
+commits within 5 ms, so the calls of that window share one transaction). Durability
 points wait for every commit of the run: ``await run.aflush()``, the end of the run (``async
 with`` exit, ``acomplete``, ``afail``) and a recorded effectful tool, whose ToolCalled is
 committed before the tool runs. A commit that failed is raised by the run's next awaitable call.
