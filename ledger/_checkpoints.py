@@ -14,7 +14,7 @@ import base64
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,10 +101,17 @@ def open_checkpoint(
     return OpenedCheckpoint(checkpoint, note, signers, source)
 
 
-def issue_checkpoint(log: TransparencyLog, signer_key: str) -> tuple[str, Checkpoint]:
-    """Integrate pending events and sign a checkpoint of the whole log; return (note, body)."""
+def issue_checkpoint(
+    log: TransparencyLog, signer_key: str, *, durable: Callable[[], None] = lambda: None
+) -> tuple[str, Checkpoint]:
+    """Integrate pending events and sign a checkpoint of the whole log; return (note, body).
+
+    ``durable`` forces what was integrated to disk before it is signed (`Store.make_durable`),
+    so no checkpoint signs over events a power loss could still take back.
+    """
     origin = _origin(signer_key)
     head = log.integrate()
+    durable()
     checkpoint = Checkpoint(origin=origin, size=head.size, root=head.root)
     note = sign_note(checkpoint.body(), signer_key)
     log.tables.add_checkpoint(head.size, head.root, note)

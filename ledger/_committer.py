@@ -8,6 +8,11 @@ caller that finds the committer idle drains in its own thread (no hand-off: one 
 flush costs what it cost before); an async caller hands the drain to a worker thread and awaits
 the result, so the event loop never waits on database I/O.
 
+Write-behind requests (the awaitable recording methods, which do not wait for their commit) are
+not drained at once: the worker commits them within `BEHIND_WINDOW_S` (sooner when
+`BEHIND_BATCH` are queued, or when anyone waits for a commit: `kick`), so a stream of calls
+shares each transaction and wakes the worker thread once, not once a call.
+
 A request that cannot be sealed (an end event in the wrong place, an earlier request of the
 same run that failed) fails alone; when the shared transaction fails, each request is written
 on its own, in order, so one bad run does not fail the others. Must not know recorders' events
@@ -29,7 +34,12 @@ if TYPE_CHECKING:
     from agentledger.ledger._ledger import Head, Ledger, Prepared, Sealed
     from agentledger.ledger.events import RunStarted
 
-__all__ = ["CommitRequest", "GroupCommitter"]
+__all__ = ["BEHIND_BATCH", "BEHIND_WINDOW_S", "CommitRequest", "GroupCommitter"]
+
+BEHIND_WINDOW_S = 0.005
+"""How long a write-behind request may wait for others to share its transaction."""
+BEHIND_BATCH = 64
+"""This many queued requests are drained at once, without waiting for the window."""
 
 
 @dataclass(eq=False)
@@ -69,18 +79,32 @@ class GroupCommitter:
         self._queue: list[CommitRequest] = []
         self._busy = False
         self._executor: ThreadPoolExecutor | None = None
+        self._armed = False
+        self._wake = threading.Event()
 
-    def enqueue(self, request: CommitRequest) -> bool:
+    def enqueue(self, request: CommitRequest, *, behind: bool = False) -> bool:
         """Queue ``request``; True when the caller must drain (`drain` or `drain_elsewhere`).
 
-        Callers queue under their own lock, so one run's requests keep their order.
+        Callers queue under their own lock, so one run's requests keep their order. A
+        ``behind`` request (write-behind: nobody waits for it yet) is left to the worker, which
+        drains within `BEHIND_WINDOW_S`; it returns False unless `BEHIND_BATCH` are queued.
         """
         with self._lock:
             self._queue.append(request)
             if self._busy:
                 return False
+            if behind and len(self._queue) < BEHIND_BATCH:
+                if not self._armed:
+                    self._armed = True
+                    self._wake.clear()
+                    self._worker_unlocked().submit(self._drain_later)
+                return False
             self._busy = True
             return True
+
+    def kick(self) -> None:
+        """Someone waits for a commit: drain what write-behind left queued now."""
+        self._wake.set()
 
     def drain(self, until: CommitRequest) -> None:
         """Drain in this thread until ``until`` is resolved; hand what is left to a worker."""
@@ -96,11 +120,12 @@ class GroupCommitter:
                     if not self._queue:
                         self._busy = False
                         return
-                self._worker().submit(self._drain_all)
+                self.drain_elsewhere()
                 return
 
     def drain_elsewhere(self) -> None:
         """Drain in a worker thread (an async caller: the event loop must not wait on I/O)."""
+        self._wake.set()  # a write-behind wait ahead of it in the worker ends now
         self._worker().submit(self._drain_all)
 
     async def acommit(self, request: CommitRequest) -> list[RecordedEvent]:
@@ -113,15 +138,29 @@ class GroupCommitter:
 
     def close(self) -> None:
         """Stop the worker thread once what is queued is written."""
+        self._wake.set()
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
 
     def _worker(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentledger-commit")
-            return self._executor
+            return self._worker_unlocked()
+
+    def _worker_unlocked(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="agentledger-commit")
+        return self._executor
+
+    def _drain_later(self) -> None:
+        """Wait out the write-behind window (or a `kick`), then drain unless someone is."""
+        self._wake.wait(BEHIND_WINDOW_S)
+        with self._lock:
+            self._armed = False
+            if self._busy or not self._queue:
+                return
+            self._busy = True
+        self._drain_all()
 
     def _drain_all(self) -> None:
         while True:

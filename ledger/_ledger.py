@@ -38,7 +38,7 @@ from agentledger.ledger._records import (
     encode_blob,
 )
 from agentledger.ledger._run import Run
-from agentledger.ledger._store import DEFAULT_URL, Store, open_store
+from agentledger.ledger._store import DEFAULT_DURABILITY, DEFAULT_URL, Store, open_store
 from agentledger.ledger._subject_keys import KeyTable, key_table
 from agentledger.ledger._subjects import (
     ERASED,
@@ -144,6 +144,7 @@ class Ledger:
         read_only: bool = False,
         redaction: RedactionPolicy | _Default | None = DEFAULT_REDACTION,
         redaction_salt: bytes | None = None,
+        durability: str = DEFAULT_DURABILITY,
     ) -> Ledger:
         """Open the ledger at `url` (default: $AGENTLEDGER_DB, else ``sqlite:///agentledger.db``).
 
@@ -158,11 +159,20 @@ class Ledger:
         ``RedactionPolicy()``: every kind of personal data and secret is redacted; ``None``
         redacts nothing). ``redaction_salt`` keys the ``hash`` action; by default the ledger
         generates one when a policy first needs it and keeps it in its own database.
+
+        ``durability`` is how a SQLite file's commits wait for the disk: ``"normal"`` (default)
+        survives the process being killed at any point, and a power loss may lose the last
+        commits but never corrupts the file; ``"full"`` waits for the disk at every commit.
+        Signing a checkpoint forces everything it covers to disk in either mode (see
+        docs/storage.md). PostgreSQL commits are as durable as the server is configured.
         """
         if limits is not None and not isinstance(limits, Limits):
             raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
         store = open_store(
-            url or os.environ.get(ENV_URL) or DEFAULT_URL, create=create, read_only=read_only
+            url or os.environ.get(ENV_URL) or DEFAULT_URL,
+            create=create,
+            read_only=read_only,
+            durability=durability,
         )
         return cls(
             store,
@@ -188,6 +198,11 @@ class Ledger:
     def recorder(self) -> Any:
         """The eventsourcing application recorder (projections follow its notification log)."""
         return self._store.recorder
+
+    @property
+    def durability(self) -> str:
+        """How a SQLite file's commits wait for the disk: 'normal' or 'full' (see `open`)."""
+        return self._store.durability
 
     @property
     def read_only(self) -> bool:
@@ -1049,7 +1064,7 @@ class Ledger:
         from agentledger.ledger._checkpoints import issue_checkpoint, publish_checkpoint
 
         log = self.transparency_log
-        note, _ = issue_checkpoint(log, signer_key)
+        note, _ = issue_checkpoint(log, signer_key, durable=self._store.make_durable)
         if publish is not None:
             publish_checkpoint(log, note, signer_key, Path(publish))
         return note

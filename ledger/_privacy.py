@@ -113,6 +113,8 @@ class RunPrivacy:
         run noted. ``changed`` notes nothing unless redaction changed the value (the input,
         which a policy gate may have redacted before).
         """
+        if self.redactor.clean(value):
+            return value  # the usual case: nothing to redact, nothing to note
         try:
             redacted, findings = self.redactor.json(value, path=path)
         except (InvalidPayloadError, RecursionError):

@@ -20,7 +20,8 @@ positions were taken, so no two writers of one run ever race for a position. Whi
 
 **Async.** The ``a``-prefixed methods (``amodel_call``, ``atool``, ``adelta``...) record the
 same events and hand the commit to a worker thread without waiting for it (write-behind): the
-event loop never waits on database I/O, and concurrent runs share each commit. Durability
+event loop never waits on database I/O, and concurrent runs share each commit (the worker
+commits within 5 ms, so the calls of that window share one transaction). Durability
 points wait for every commit of the run: ``await run.aflush()``, the end of the run (``async
 with`` exit, ``acomplete``, ``afail``) and a recorded effectful tool, whose ToolCalled is
 committed before the tool runs. A commit that failed is raised by the run's next awaitable call.
@@ -393,9 +394,10 @@ class RunRecorder:
         """``value`` (JSON) as this run stores it: redacted by the run's policy (nothing noted).
 
         What the run's code should go on with where a value flows back into the run, so that
-        replay, which serves what was recorded, sees the same.
+        replay, which serves what was recorded, sees the same. A value with nothing to redact
+        comes back as it is (not a copy), as it does from a run that redacts nothing.
         """
-        if self._privacy is None or value is None:
+        if self._privacy is None or value is None or self._privacy.redactor.clean(value):
             return value
         try:
             return self._privacy.redactor.json(value)[0]
@@ -419,6 +421,7 @@ class RunRecorder:
         if request is not None and request.leader:
             self._ledger._committer.drain(request)
         if tail is not None and not tail.done():
+            self._ledger._committer.kick()  # an earlier write-behind commit may be waiting
             futures.wait([tail])
         if self._failure is not None:
             self._raise_failure()
@@ -431,6 +434,8 @@ class RunRecorder:
         if request is not None and request.leader:
             self._ledger._committer.drain_elsewhere()
         if tail is not None:
+            if not tail.done():
+                self._ledger._committer.kick()  # an earlier write-behind commit may be waiting
             import asyncio  # only async callers pay for it
 
             await asyncio.wait([asyncio.wrap_future(tail)])
@@ -439,7 +444,7 @@ class RunRecorder:
     def _write_behind(self) -> None:
         """Queue what is pending for commit without waiting (the awaitable methods)."""
         with self._lock:
-            request = self._submit() if self._depth == 0 else None
+            request = self._submit(behind=True) if self._depth == 0 else None
         if request is not None and request.leader:
             self._ledger._committer.drain_elsewhere()
 
@@ -450,8 +455,11 @@ class RunRecorder:
         if error is not None:
             raise error
 
-    def _submit(self) -> CommitRequest | None:
-        """Queue the pending events as one commit (under the lock); None when there are none."""
+    def _submit(self, *, behind: bool = False) -> CommitRequest | None:
+        """Queue the pending events as one commit (under the lock); None when there are none.
+
+        ``behind``: nobody waits for this commit yet (see `GroupCommitter.enqueue`).
+        """
         if not self._pending:
             return None
         events, blobs = self._pending, self._blobs
@@ -484,7 +492,7 @@ class RunRecorder:
             failed=failed,
         )
         self._tail = request.future
-        request.leader = self._ledger._committer.enqueue(request)
+        request.leader = self._ledger._committer.enqueue(request, behind=behind)
         return request
 
     def _head(self) -> Head:

@@ -5,7 +5,9 @@
 unknown schemes with `UnknownSchemeError`. A URL is untrusted text: the PostgreSQL schema must be a
 plain identifier (checked before connecting, then quoted), and an option the ledger does not use
 is refused rather than ignored. Knows which files a SQLite ledger lives in, so nothing can be
-written over them. Must not know events beyond the envelope.
+written over them. Owns the SQLite durability mode (`DURABILITY`) and `Store.make_durable`,
+which forces every commit to disk before a checkpoint is signed over it. Must not know events
+beyond the envelope.
 """
 
 from __future__ import annotations
@@ -29,12 +31,27 @@ from agentledger.ledger._backends import (
     SQLiteRecorder,
 )
 from agentledger.ledger._mapper import EnvelopeMapper
-from agentledger.ledger.errors import ReadOnlyDatabaseError, StorageError, UnknownSchemeError
+from agentledger.ledger.errors import (
+    ReadOnlyDatabaseError,
+    StorageError,
+    UnknownSchemeError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
 
-__all__ = ["DEFAULT_URL", "SCHEMA_NAME", "Store", "open_store", "postgres_schema", "redact_url"]
+__all__ = [
+    "DEFAULT_DURABILITY",
+    "DEFAULT_URL",
+    "DURABILITY",
+    "SCHEMA_NAME",
+    "Store",
+    "check_durability",
+    "open_store",
+    "postgres_schema",
+    "redact_url",
+]
 
 DEFAULT_URL = "sqlite:///agentledger.db"
 SQLITE_LOCK_TIMEOUT_S = 30
@@ -42,6 +59,14 @@ SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """A PostgreSQL schema the ledger accepts: a lowercase identifier of at most 63 characters.
 (Lowercase only: eventsourcing looks its composite type up by the unquoted name, which
 PostgreSQL folds to lowercase, so a schema with capitals could be created but not used.)"""
+DURABILITY = {"normal": "NORMAL", "full": "FULL"}
+"""SQLite's ``synchronous`` setting for each durability mode (the file is always in WAL mode).
+
+``normal``: a commit is written to the write-ahead log without waiting for the disk. It survives
+the process being killed at any point; an operating-system crash or power loss may lose the last
+commits, never corrupt the file or break a chain (what is left verifies). ``full``: every commit
+waits for the disk (an ``fsync`` each), so it survives power loss too."""
+DEFAULT_DURABILITY = "normal"
 _POSTGRES_OPTIONS = frozenset({"schema"})
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
@@ -60,6 +85,8 @@ class Store:
     """The SQLite database file, made absolute when opened (None for PostgreSQL and memory)."""
     read_only: bool = False
     """Opened read-only (a SQLite file with ``mode=ro``): nothing may be written to it."""
+    durability: str = DEFAULT_DURABILITY
+    """How a SQLite commit waits for the disk (see `DURABILITY`)."""
 
     def own_file(self, target: str | os.PathLike[str]) -> Path | None:
         """The file of this ledger's database that `target` would write over, if any.
@@ -101,6 +128,25 @@ class Store:
         """The ledger's salt for hashed redactions: generated once, kept in its database."""
         return bytes.fromhex(self.recorder.setting("redaction_salt", os.urandom(32).hex()))
 
+    def make_durable(self) -> None:
+        """Force every commit so far to disk, whatever the durability mode (before signing).
+
+        On a SQLite file in ``normal`` mode the write-ahead log is checkpointed into the
+        database file, which SQLite then syncs; when a reader or a writer keeps the checkpoint
+        from completing (it does not wait for them), the log file itself is synced: its commits
+        then survive power loss, and recovery replays them. A ``full`` file, PostgreSQL
+        (commits are durable when the server acknowledges them) and memory have nothing to do.
+        """
+        if self.kind != "sqlite" or self.read_only or self.durability == "full":
+            return
+        assert isinstance(self.datastore, SQLiteDatastore)
+        assert self.path is not None
+        with self.datastore.get_connection(commit=True) as connection:
+            assert isinstance(connection, LedgerSQLiteConnection)
+            busy, frames, done = connection.raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or frames != done:
+            _fsync(Path(f"{self.path}-wal"))
+
     def close(self) -> None:
         """Release connections."""
         if self.datastore is not None:
@@ -117,6 +163,8 @@ class _CachingPool(SQLiteConnectionPool):
 
     read_only = False
     """Set on a read-only pool: connect without the WAL switch, which would write the file."""
+    synchronous = DURABILITY[DEFAULT_DURABILITY]
+    """SQLite's ``synchronous`` setting for every connection (see `DURABILITY`)."""
 
     def _create_connection(self) -> SQLiteConnection:
         if not self.read_only:
@@ -130,17 +178,48 @@ class _CachingPool(SQLiteConnectionPool):
             timeout=self.lock_timeout or SQLITE_LOCK_TIMEOUT_S,
         )
         fresh.row_factory = sqlite3.Row
+        if not self.read_only:
+            fresh.execute(f"PRAGMA synchronous={self.synchronous}")
         return LedgerSQLiteConnection(sqlite_conn=fresh, max_age=self.max_age)
 
 
 class _Datastore(SQLiteDatastore):
     """eventsourcing's SQLite datastore using `_CachingPool`."""
 
-    def __init__(self, db_name: str, *, lock_timeout: int, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        db_name: str,
+        *,
+        lock_timeout: int,
+        read_only: bool = False,
+        durability: str = DEFAULT_DURABILITY,
+    ) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout)
         self.pool.close()
-        self.pool = _CachingPool(db_name=db_name, lock_timeout=lock_timeout)
-        self.pool.read_only = read_only
+        pool = _CachingPool(db_name=db_name, lock_timeout=lock_timeout)
+        pool.read_only = read_only
+        pool.synchronous = DURABILITY[durability]
+        self.pool = pool
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s written data to disk (a file that does not exist has none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_durability(durability: str) -> str:
+    """``durability`` if it is a mode of `DURABILITY`; `UsageError` naming the choices if not."""
+    if durability not in DURABILITY:
+        choices = " or ".join(repr(mode) for mode in DURABILITY)
+        raise UsageError(f"durability must be {choices}, not {durability!r}")
+    return durability
 
 
 def redact_url(url: str) -> str:
@@ -152,27 +231,43 @@ def redact_url(url: str) -> str:
     return url
 
 
-def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Store:
+def open_store(
+    url: str,
+    *,
+    create: bool = True,
+    read_only: bool = False,
+    durability: str = DEFAULT_DURABILITY,
+) -> Store:
     """Open (creating tables if needed) the store at `url`.
 
     With ``create=False`` a missing SQLite file is refused (`StorageError` naming its path)
     before anything connects, so a mistyped URL never leaves an empty database behind. With
     ``read_only=True`` (implies ``create=False``) a SQLite file is opened ``mode=ro``: nothing
-    is written, not even the tables, so a read-only copy can still be read.
+    is written, not even the tables, so a read-only copy can still be read. ``durability``
+    (see `DURABILITY`) sets how a SQLite file's commits wait for the disk.
     """
+    check_durability(durability)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     mapper = EnvelopeMapper()
     if scheme == "memory":
         recorder = MemoryRecorder()
         return Store(url, "memory", recorder, EventStore(mapper, recorder), None, url)
     if scheme == "sqlite":
-        return _open_sqlite(url, mapper, create=create and not read_only, read_only=read_only)
+        return _open_sqlite(
+            url,
+            mapper,
+            create=create and not read_only,
+            read_only=read_only,
+            durability=durability,
+        )
     if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
         return _open_postgres(url, mapper)
     raise UnknownSchemeError(url)
 
 
-def _open_sqlite(url: str, mapper: EnvelopeMapper, *, create: bool, read_only: bool) -> Store:
+def _open_sqlite(
+    url: str, mapper: EnvelopeMapper, *, create: bool, read_only: bool, durability: str
+) -> Store:
     raw = unquote(url.split("://", 1)[1])
     if not raw.startswith("/") or raw == "/":
         raise StorageError(url, "expected sqlite:///relative/path.db or sqlite:////abs/path.db")
@@ -190,7 +285,7 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper, *, create: bool, read_only: b
         raise ReadOnlyDatabaseError(url, f"database file {str(path)!r} is read-only")
     if not path.exists() and not os.access(directory, os.W_OK):
         raise StorageError(url, f"directory {str(directory)!r} is not writable")
-    datastore = _Datastore(str(path), lock_timeout=SQLITE_LOCK_TIMEOUT_S)
+    datastore = _Datastore(str(path), lock_timeout=SQLITE_LOCK_TIMEOUT_S, durability=durability)
     recorder = SQLiteRecorder(datastore)
     try:
         recorder.create_table()
@@ -198,7 +293,14 @@ def _open_sqlite(url: str, mapper: EnvelopeMapper, *, create: bool, read_only: b
         datastore.close()
         raise StorageError(url, f"cannot create tables: {e}") from e
     return Store(
-        url, "sqlite", recorder, EventStore(mapper, recorder), datastore, url, path.absolute()
+        url,
+        "sqlite",
+        recorder,
+        EventStore(mapper, recorder),
+        datastore,
+        url,
+        path.absolute(),
+        durability=durability,
     )
 
 

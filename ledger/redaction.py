@@ -234,6 +234,34 @@ class Redactor:
         findings: list[Finding] = []
         return _walk(value, path, self, findings, None), findings
 
+    def clean(self, value: Any) -> bool:
+        """Whether ``json(value)`` would give ``value`` back unchanged and find nothing.
+
+        A quick pass that builds no paths and no copy: True when no string or key of ``value``
+        redacts to anything but itself and none holds a ``[`` (so no placeholder either).
+        False for anything else, a value that is not JSON included (`json` then names it).
+        """
+        redact, cache, secret = self.redact, self._cache, SECRET_FIELDS.get
+        stack: list[tuple[Any, Kind | None]] = [(value, None)]
+        while stack:
+            item, whole = stack.pop()
+            kind = type(item)
+            if kind is str:
+                if "[" in item or (cache.get((item, whole)) or redact(item, whole)) != item:
+                    return False
+            elif kind is dict:
+                for key, child in item.items():
+                    if type(key) is not str or "[" in key:
+                        return False
+                    if (cache.get((key, None)) or redact(key)) != key:
+                        return False
+                    stack.append((child, secret(key.lower().replace("-", "_"))))
+            elif kind is list or kind is tuple:
+                stack.extend((child, whole) for child in item)
+            elif not (item is None or kind is bool or kind is int or kind is float):
+                return False
+        return True
+
     def redact(self, text: str, whole: Kind | None = None) -> str:
         """``text`` redacted; ``whole`` makes all of it one value of that kind (a secret field)."""
         key = (text, whole)

@@ -283,6 +283,58 @@ def test_a_growing_list_stores_each_item_once(saver: LedgerCheckpointSaver, ledg
     assert [len(h.values.get("messages", [])) for h in history][:3] == [41, 40, 39]
 
 
+class Mixed(TypedDict, total=False):
+    """A list channel whose items change shape from step to step."""
+
+    items: Annotated[list[Any], operator.add]
+
+
+MIXED_STEPS: list[list[Any]] = [
+    [{"role": "user", "content": "a"}],
+    ["plain", 7, None],
+    [{"role": "tool", "content": {"rows": [1, 2], "note": "nested"}}],
+    [],
+    [{"k": 1.5}, [1, [2, 3]]],
+]
+
+
+def test_history_of_a_list_whose_items_change_shape_matches_langgraphs_own_saver(
+    saver: LedgerCheckpointSaver,
+) -> None:
+    """Flat objects, scalars and nested values in one list read back as InMemorySaver gives them.
+
+    Each checkpoint's list is a fresh copy: changing one read (nested values included) changes
+    no later read.
+    """
+    counter = iter(MIXED_STEPS)
+
+    def node(state: Mixed) -> dict[str, Any]:
+        del state
+        return {"items": next(counter)}
+
+    def builder() -> Any:
+        graph: Any = StateGraph(Mixed)
+        graph.add_node("node", node)
+        graph.add_edge(START, "node")
+        graph.add_conditional_edges(
+            "node", lambda s: END if len(s["items"]) >= 7 else "node", ["node", END]
+        )
+        return graph
+
+    ours = builder().compile(checkpointer=saver)
+    ours.invoke({"items": []}, _config("mixed"), durability="sync")
+    counter = iter(MIXED_STEPS)
+    theirs = builder().compile(checkpointer=InMemorySaver())
+    theirs.invoke({"items": []}, _config("mixed"), durability="sync")
+    expected = [h.values for h in theirs.get_state_history(_config("mixed"))]
+    read = [h.values for h in ours.get_state_history(_config("mixed"))]
+    assert read == expected
+    assert read[0]["items"][4]["content"]["rows"] == [1, 2]
+    read[0]["items"][0]["content"] = "changed"
+    read[0]["items"][4]["content"]["rows"].append(3)
+    assert [h.values for h in ours.get_state_history(_config("mixed"))] == expected
+
+
 # Deleting is hiding ----------------------------------------------------------------------------
 
 

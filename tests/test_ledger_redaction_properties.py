@@ -19,7 +19,13 @@ import phonenumbers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from agentledger.ledger.redaction import RedactionPolicy, luhn_ok, redact_json, redact_text
+from agentledger.ledger.redaction import (
+    RedactionPolicy,
+    Redactor,
+    luhn_ok,
+    redact_json,
+    redact_text,
+)
 
 KNOWN = [
     ("email", "jörg@exämple.de"),
@@ -203,3 +209,44 @@ def test_hash_is_stable_per_salt_and_differs_across_salts(
         assert secret not in first[0]
     if salt != other and any(f.action == "hash" for f in first[1]):
         assert redact_text(text, policy, salt=other)[0] != first[0]
+
+
+json_texts = st.one_of(words, secrets, st.sampled_from(["[redacted:email]", "see [1]", "a-b"]))
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53) + 1, 2**53 - 1), json_texts),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.one_of(words, st.sampled_from(["password", "API-Key", "content", "e@x.io"])),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
+
+
+@given(json_values)
+def test_a_value_the_quick_check_passes_redacts_to_itself_with_no_findings(value: Any) -> None:
+    """``clean`` (the recorder's shortcut) never says a value is clean when redaction is not.
+
+    Run twice on one redactor, as a recorder does: its remembered strings must not change the
+    answer either.
+    """
+    redactor = Redactor()
+    for _ in range(2):
+        if redactor.clean(value):
+            assert redactor.json(value) == (value, [])
+        else:
+            redacted, findings = redactor.json(value)
+            assert findings or redacted != value or "[" in json.dumps(value, ensure_ascii=False)
+
+
+def test_plain_conversations_are_clean_and_secrets_are_not() -> None:
+    """The usual message is clean; an email in it, or any text under a secret key, is not."""
+    redactor = Redactor()
+    plain = {"role": "user", "content": "What is the weather in Paris today?", "n": [1, 2.5]}
+    assert redactor.clean(plain)
+    assert not redactor.clean({**plain, "content": "mail jane.doe@example.org"})
+    assert not redactor.clean({"headers": {"Api-Key": "short"}})
+    assert not redactor.clean({"text": b"bytes"})

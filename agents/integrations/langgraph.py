@@ -527,6 +527,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         self._nodes: OrderedDict[str, Any] = OrderedDict()
         self._chains: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._shapes: dict[str, str] = {}
+        self._flats: OrderedDict[str, tuple[tuple[Any, ...], str]] = OrderedDict()
 
     # Reading --------------------------------------------------------------------------------
 
@@ -1317,6 +1318,14 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
 
     def _decode_list(self, ref: str) -> builtins.list[Any]:
         """A fresh list from a chain of list nodes: JSON items copied, typed ones decoded."""
+        flat = self._flat(ref)
+        if flat is not None:
+            every, how = flat
+            if how == "scalars":
+                return list(every)
+            if how == "dicts":
+                return list(map(dict, every))
+            return _copies(every)
         out: list[Any] = []
         typed: list[tuple[str, bytes]] = []
         for node_ref in self._chain(ref):
@@ -1340,6 +1349,45 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         if typed:
             out.extend(self._typed(typed))
         return out
+
+    def _flat(self, ref: str) -> tuple[tuple[Any, ...], str] | None:
+        """Every item of a list of JSON items (first to last) and how to copy them.
+
+        None when a node of the list holds typed (serialized) items. A list extends the one
+        before it, so each list's items are kept (as a tuple sharing the items) for the lists
+        that extend it, and a thread's history, read newest first, walks its chain once.
+        """
+        hit = self._flats.get(ref)
+        if hit is not None:
+            self._flats.move_to_end(ref)
+            return hit
+        chain = self._chain(ref)
+        start = 0
+        items: tuple[Any, ...] = ()
+        shape = "scalars"
+        for index in range(len(chain) - 1, -1, -1):
+            known = self._flats.get(chain[index])
+            if known is not None:
+                start, (items, shape) = index + 1, known
+                break
+        for node_ref in chain[start:]:
+            node = self._node(node_ref)
+            if "items" not in node:
+                return None
+            added = node["items"]
+            node_shape = self._shapes.get(node_ref)
+            if node_shape is None:
+                node_shape = self._shapes[node_ref] = _shape(added)
+            if added:
+                if not items:
+                    shape = node_shape
+                elif node_shape != shape:  # copied item by item (`_copies`)
+                    shape = "deep" if "deep" in (shape, node_shape) else "mixed"
+                items += tuple(added)
+            self._flats[node_ref] = (items, shape)
+        while len(self._flats) > _CACHED_LISTS:
+            self._flats.popitem(last=False)
+        return items, shape
 
     def _typed(self, pairs: builtins.list[tuple[str, bytes]]) -> builtins.list[Any]:
         """Serialized items, decoded in one call when all are msgpack (one msgpack array)."""
@@ -1471,7 +1519,7 @@ def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             target[key] = _fresh(value)
 
 
-def _copies(items: list[Any]) -> list[Any]:
+def _copies(items: Sequence[Any]) -> list[Any]:
     """Fresh copies of JSON items (a flat object is copied shallowly, anything else deeply)."""
     out: list[Any] = []
     for item in items:
