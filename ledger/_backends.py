@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 ENTRY_RUNS_DDL = (
