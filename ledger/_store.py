@@ -314,9 +314,13 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
             user=params["user"],
             password=params["password"],
             schema=schema,
-            pool_size=1,  # opened at once; more on demand (eight processes opening at
-            max_overflow=9,  # once would start forty server processes with 5)
-            pool_open_timeout=10.0,
+            # One connection when the ledger opens, more on demand (up to 10). No waiting
+            # for the pool to fill (pool_open_timeout=None): eventsourcing would otherwise wait
+            # before every checkout until `pool_size` connections are idle, and close the pool
+            # after the timeout. The probe above has already reported an unreachable server.
+            pool_size=1,
+            max_overflow=9,
+            pool_open_timeout=None,
             connect_timeout=5.0,
             lock_timeout=30,
         )
