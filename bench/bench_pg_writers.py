@@ -50,12 +50,12 @@ from agentledger.ledger._backends import (
     _run_insert_totals,
     _run_update_params,
 )
-from bench._workload import make_run_plans
-from bench.bench_ledger import record_batched
+from bench._workload import RunPlan, make_run_plans
+from bench.bench_ledger import _record_step
 
 OPENERS = 8
 WRITERS = 4
-REPEATS = 5
+REPEATS = 3
 FULL_RUNS, QUICK_RUNS = 10, 2
 STEPS = 12
 TARGET_OPEN = 3.0
@@ -97,6 +97,8 @@ def fresh_schema(base: str) -> Iterator[str]:
 
 
 def _wait(go: Path) -> None:
+    """Say this process is ready, then wait for the start flag."""
+    (go.parent / f"ready-{os.getpid()}").touch()
     while not go.exists():
         time.sleep(0.002)
 
@@ -120,15 +122,26 @@ def worker_connect(url: str, go: Path) -> dict[str, Any]:
     return {"start": start, "end": time.monotonic(), "events": 0}
 
 
+def record_runs(ledger: Ledger, plans: Sequence[RunPlan], agent: str) -> None:
+    """`bench_ledger.record_batched` under this process's own agent name."""
+    for plan in plans:
+        with ledger.record_run(agent, input=plan.question, tags=["bench"]) as run:
+            prompt = run.prompt("system", "1", plan.system)
+            messages: list[Any] = [{"role": "system", "content": plan.system}]
+            for step in plan.steps:
+                _record_step(run, step, messages, prompt)
+
+
 def worker_ledger(url: str, go: Path, seed: int, runs: int) -> dict[str, Any]:
     """Record `runs` runs through the public API once the flag is there."""
     plans = make_run_plans(runs, STEPS, seed=seed)
+    agent = f"bench-writer-{seed}"
     with Ledger.open(url) as ledger:
         _wait(go)
         start = time.monotonic()
-        record_batched(ledger, plans)
+        record_runs(ledger, plans, agent)
         end = time.monotonic()
-        events = sum(info.event_count for info in ledger.runs(limit=10_000))
+        events = sum(info.event_count for info in ledger.runs(agent=agent))
     return {"start": start, "end": end, "events": events}
 
 
@@ -144,7 +157,7 @@ def capture(url: str, seed: int, runs: int) -> list[tuple[list[Any], list[Any], 
             return insert(stored, **kwargs)
 
         recorder.insert_events = keep
-        record_batched(ledger, make_run_plans(runs, STEPS, seed=seed))
+        record_runs(ledger, make_run_plans(runs, STEPS, seed=seed), f"bench-writer-{seed}")
     return sets
 
 
@@ -225,7 +238,12 @@ def together(args: Sequence[Sequence[str]]) -> tuple[list[dict[str, Any]], list[
             )
             for a in args
         ]
-        time.sleep(1.5 + 0.4 * len(procs))  # interpreters started, runs built, connected
+        deadline = time.monotonic() + 600
+        while len(list(go.parent.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)  # every process built its runs and connected: nothing else runs
         go.touch()
         reports: list[dict[str, Any]] = []
         failures: list[str] = []
