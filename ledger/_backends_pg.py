@@ -12,7 +12,7 @@ eventsourcing's PostgreSQL module. Must not know agents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.postgres import (
@@ -51,6 +51,7 @@ from agentledger.ledger._order_pg import (
 )
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
 from agentledger.ledger._tlog_tables_pg import postgres_log_statements
+from agentledger.ledger.errors import UsageError
 
 __all__ = ["PostgresRecorder"]
 
@@ -283,6 +284,15 @@ class PostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             row = curs.execute(SQL("SELECT max(seq) AS m FROM {}").format(self._order)).fetchone()
         return None if row is None or row["m"] is None else int(row["m"])
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> NoReturn:
+        """Refused: inserts send no ``NOTIFY``, so eventsourcing's subscription would never wake."""
+        del gt, topics
+        msg = (
+            "the ledger's PostgreSQL recorder sends no NOTIFY: follow new events with "
+            "Ledger.notifications (or a ReadModelProjector) instead of recorder.subscribe"
+        )
+        raise UsageError(msg)
 
     def _insert_events(
         self,

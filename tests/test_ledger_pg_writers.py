@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from agentledger.ledger import Ledger
+from agentledger.ledger import Ledger, UsageError
 from agentledger.ledger.signed_note import generate_key
 from agentledger.projections import ReadModelProjector
 
@@ -259,3 +259,9 @@ def test_a_version_5_ledgers_read_models_and_checkpoints_carry_on(pg_url: str) -
         assert ledger.integrate().size == len(found)
         report = ledger.verify(checkpoint=note, verifier_keys=[verifier])
         assert report.ok, [str(p) for p in report.log_problems]
+
+
+def test_the_recorder_refuses_a_subscription_that_would_never_wake(pg_url: str) -> None:
+    """Inserts send no NOTIFY, so eventsourcing's subscribe is refused with what to use."""
+    with Ledger.open(pg_url) as ledger, pytest.raises(UsageError, match=r"Ledger\.notifications"):
+        ledger.recorder.subscribe()
