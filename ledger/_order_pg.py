@@ -103,6 +103,10 @@ def migrate_to_commit_order(curs: Any, schema: Identifier, events: Composed) -> 
             "ON CONFLICT DO NOTHING"
         ).format(schema, Identifier(ORDER_TABLE), events)
     )
+    # The assigner reads an index range of `xact_id`; without statistics for the new column
+    # the planner would scan the whole table until autovacuum's next ANALYZE.
+    curs.execute(SQL("ANALYZE {}").format(events))
+    curs.execute(SQL("ANALYZE {}.{}").format(schema, Identifier(ORDER_TABLE)))
 
 
 def assign_order(datastore: Any, schema: Identifier, events: Composed) -> int:
@@ -112,16 +116,22 @@ def assign_order(datastore: Any, schema: Identifier, events: Composed) -> int:
     numbered: int = 0
     while True:
         with datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+            # The horizon only moves under this lock, and never back: one read in the same
+            # statement as the lock is at most older (a longer scan, never a missed row).
+            # The rows and the new horizon then share one snapshot (one statement) taken
+            # after the lock, which sees every number given before.
+            row = curs.execute(
+                SQL(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s)) AS locked, "
+                    "(SELECT horizon FROM {}) AS horizon"
+                ).format(horizon),
                 (f"agentledger:order:{datastore.schema}",),
-            )
-            # One snapshot for the rows and the new horizon: a CTE shares its statement's.
+            ).fetchone()
+            since = str(row["horizon"]) if row is not None and row["horizon"] else "0"
             curs.execute(
                 SQL(
-                    "WITH h AS (SELECT horizon FROM {horizon}), "
-                    "due AS (SELECT e.xact_id, e.notification_id FROM {events} e, h "
-                    "WHERE e.xact_id >= h.horizon AND NOT EXISTS (SELECT 1 FROM {order} o "
+                    "WITH due AS (SELECT e.xact_id, e.notification_id FROM {events} e "
+                    "WHERE e.xact_id >= %(since)s::xid8 AND NOT EXISTS (SELECT 1 FROM {order} o "
                     "WHERE o.notification_id = e.notification_id) "
                     "ORDER BY e.xact_id, e.notification_id LIMIT %(limit)s), "
                     "last AS (SELECT COALESCE(max(seq), 0) AS seq FROM {order}), "
@@ -133,7 +143,7 @@ def assign_order(datastore: Any, schema: Identifier, events: Composed) -> int:
                     "WHERE (SELECT count(*) FROM due) < %(limit)s RETURNING 1) "
                     "SELECT (SELECT count(*) FROM added) AS n"
                 ).format(horizon=horizon, events=events, order=order),
-                {"limit": ASSIGN_BATCH},
+                {"limit": ASSIGN_BATCH, "since": since},
             )
             row = curs.fetchone()
             done = int(row["n"]) if row is not None else 0
