@@ -2,19 +2,21 @@
 
 a. Eight processes open an existing ledger at the same moment, against one process opening it
    alone: the slowest of the eight opens over the median single open. Target <= 3x, and no
-   open may fail (a row of its own: failures, target 0).
+   open may fail (a row of its own: failures, target 0). For information, the same for a plain
+   psycopg connection and ``SELECT 1``: the floor the server and the cores set.
 b. Writer processes recording different runs through the public API (one transaction per
    step, as `bench_ledger` records them): events/s of 4 processes together against 1 process
    alone. Target >= 1.2x: writers on different runs must not serialise on one table lock.
-c. The same 4 writer processes against 4 processes writing the same write sets (events, blobs
-   and the runs index, same statements, same transactions) with plain psycopg into a fresh
+c. The same 4 writer processes against 4 processes writing the same write sets (events, blobs,
+   the runs index and its tags, same statements, same transactions) with plain psycopg into a fresh
    ledger schema. Target >= 0.6x.
 
 Every process builds its runs and connects before a start flag, so the figures time only the
 opens (a) or the writes (b, c); the events/s of a round is all events over the time from the
 first process's start to the last one's end (``time.monotonic`` is one clock for every process
 on Linux). The machine's core count is in the notes: on 2 cores, 4 writer processes and the
-server share them. Each figure is the best of `REPEATS` rounds, interleaved.
+server share them. Each round measures every figure back to back; a ratio is taken within each
+round (paired), and the row gives the median over `REPEATS` rounds with their range.
 
 The server is ``$AGENTLEDGER_BENCH_PG_URL``, else ``$AGENTLEDGER_TEST_PG_URL``, else
 ``postgresql://postgres@127.0.0.1:5432/test``; each round uses a fresh schema, dropped after.
@@ -177,6 +179,9 @@ def worker_raw(url: str, go: Path, seed: int, runs: int, scratch: str) -> dict[s
         "INSERT INTO {}.agentledger_runs (" + _RUN_COLUMNS + ", " + _TOTAL_COLUMNS + ") VALUES "
         "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
     ).format(schema)
+    tags = SQL(
+        "INSERT INTO {}.agentledger_run_tags (tag, run_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+    ).format(schema)
     update_run = SQL(
         "UPDATE {}.agentledger_runs SET last_position = %s, head_hash = %s, status = %s, "
         "ended_at = COALESCE(ended_at, %s), updated_at = %s, "
@@ -197,6 +202,8 @@ def worker_raw(url: str, go: Path, seed: int, runs: int, scratch: str) -> dict[s
                         curs.execute(
                             insert_run, _run_insert_params(update) + _run_insert_totals(update)
                         )
+                        for tag in update.tags:
+                            curs.execute(tags, (tag, update.run_id))
                     else:
                         curs.execute(update_run, _run_update_params(update))
                 if stored:
