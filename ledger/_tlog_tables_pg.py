@@ -13,7 +13,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
-from agentledger.ledger._order_pg import ORDER_TABLE
+from agentledger.ledger._order_pg import HORIZON_TABLE, ORDER_TABLE
 from agentledger.ledger._tlog_tables import (
     Head,
     LogBatch,
@@ -62,6 +62,8 @@ class PostgresLogTables:
         self._ordered = SQL("{}.{} o JOIN {} e ON e.notification_id = o.notification_id").format(
             schema, Identifier(ORDER_TABLE), self._events
         )
+        self._order = SQL("{}.{}").format(schema, Identifier(ORDER_TABLE))
+        self._horizon = SQL("{}.{}").format(schema, Identifier(HORIZON_TABLE))
         self._batches = SQL("{}.agentledger_log_batches").format(schema)
         self._tiles = SQL("{}.agentledger_log_tiles").format(schema)
         self._log_events = SQL("{}.agentledger_log_events").format(schema)
@@ -140,8 +142,19 @@ class PostgresLogTables:
         ]
 
     def count_rows(self) -> int:
-        """Rows in the events table."""
-        return int(self._rows(SQL("SELECT count(*) AS n FROM {}").format(self._events))[0]["n"])
+        """Rows that stand in the ledger-wide order, or should (hidden rows included).
+
+        That is the numbered rows, and rows below the numbering horizon that have no number
+        (no assigner will ever read them: hidden from the log). Rows committed since the last
+        numbering are not counted, so a verification that runs while writers commit is not
+        told that rows are hidden (see `_order_pg`).
+        """
+        query = SQL(
+            "SELECT (SELECT count(*) FROM {order}) + (SELECT count(*) FROM {events} e "
+            "WHERE e.xact_id < (SELECT horizon FROM {horizon}) AND NOT EXISTS "
+            "(SELECT 1 FROM {order} o WHERE o.notification_id = e.notification_id)) AS n"
+        ).format(order=self._order, events=self._events, horizon=self._horizon)
+        return int(self._rows(query)[0]["n"])
 
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of a batch."""

@@ -265,3 +265,24 @@ def test_the_recorder_refuses_a_subscription_that_would_never_wake(pg_url: str) 
     """Inserts send no NOTIFY, so eventsourcing's subscribe is refused with what to use."""
     with Ledger.open(pg_url) as ledger, pytest.raises(UsageError, match=r"Ledger\.notifications"):
         ledger.recorder.subscribe()
+
+
+def test_a_row_slipped_in_below_the_numbering_horizon_is_found_hidden(pg_url: str) -> None:
+    """A row written with an old transaction id is never numbered; verify says it is hidden."""
+    with Ledger.open(pg_url) as ledger:
+        record(ledger, "honest")
+        signer, verifier = generate_key("hidden.example/log")
+        note = ledger.checkpoint(signer)
+        assert ledger.verify(checkpoint=note, verifier_keys=[verifier]).ok
+        base, schema = _schema(pg_url)
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(
+                f'INSERT INTO "{schema}".agentledger_events (originator_id, originator_version, '
+                "topic, state, xact_id) SELECT originator_id, originator_version + 100, topic, "
+                f"state, '1' FROM \"{schema}\".agentledger_events ORDER BY notification_id LIMIT 1"
+            )
+        count = ledger.max_notification_id()
+        assert [n for n, _ in ledger.notifications(0, 100)] == list(range(1, count + 1))
+        report = ledger.verify(checkpoint=note, verifier_keys=[verifier])
+        assert not report.ok
+        assert any("hidden from the log" in str(p) for p in report.log_problems)
