@@ -1,5 +1,10 @@
 """The ledger's PostgreSQL recorder: eventsourcing's application recorder plus blobs and runs.
 
+Writers insert without eventsourcing's ``LOCK TABLE ... IN EXCLUSIVE MODE`` (and without its
+``NOTIFY``): writes to different runs do not wait for each other, and two writers of one run
+still collide on the ``(originator_id, originator_version)`` primary key (`ConcurrencyError`).
+The ledger-wide order that followers read is assigned after commit (`_order_pg`).
+
 Split from `_backends` so that a SQLite or memory ledger never imports psycopg or
 eventsourcing's PostgreSQL module. Must not know agents.
 """
@@ -7,10 +12,16 @@ eventsourcing's PostgreSQL module. Must not know agents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from eventsourcing.utils import retry
+from psycopg import InterfaceError, OperationalError
 from psycopg.errors import DuplicateObject
 from psycopg.sql import SQL, Identifier
 
@@ -32,8 +43,15 @@ from agentledger.ledger._backends import (
     _where_sql,
     totals_by_run,
 )
+from agentledger.ledger._order_pg import (
+    ORDER_TABLE,
+    assign_order,
+    migrate_to_commit_order,
+    order_statements,
+)
 from agentledger.ledger._records import BlobRow, RunIndexUpdate, RunInfo, RunQuery
 from agentledger.ledger._tlog_tables_pg import postgres_log_statements
+from agentledger.ledger.errors import UsageError
 
 __all__ = ["PostgresRecorder"]
 
@@ -53,6 +71,8 @@ class PostgresRecorder(PostgresApplicationRecorder):
         self._schema = SQL("{}.agentledger_schema").format(schema)
         self._settings = SQL("{}.agentledger_settings").format(schema)
         events = SQL("{}.{}").format(schema, Identifier(events_table_name))
+        self._events = events
+        self._order = SQL("{}.{}").format(schema, Identifier(ORDER_TABLE))
         self.sql_create_statements += [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} (ref TEXT PRIMARY KEY, size INTEGER NOT NULL, "
@@ -104,6 +124,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                     "FOR EACH STATEMENT EXECUTE FUNCTION {}.agentledger_append_only()"
                 ).format(Identifier(f"agentledger_{name}_no_truncate"), table, schema),
             ]
+        self.sql_create_statements += order_statements(schema, events)
 
     def create_table(self) -> None:
         """Create tables, functions and triggers only when the schema is not at this version.
@@ -139,6 +160,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
         )
         if older:
             self._backfill_totals(curs)
+        migrate_to_commit_order(curs, Identifier(self.datastore.schema), self._events)
         curs.execute(SQL("DELETE FROM {}").format(self._schema))
         curs.execute(
             SQL("INSERT INTO {} (version) VALUES (%s)").format(self._schema), (SCHEMA_VERSION,)
@@ -187,6 +209,98 @@ class PostgresRecorder(PostgresApplicationRecorder):
             return None
         row = curs.execute(SQL("SELECT max(version) AS v FROM {}").format(self._schema)).fetchone()
         return None if row is None or row["v"] is None else int(row["v"])
+
+    def _insert_stored_events(
+        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        """Insert the events, without eventsourcing's table lock and NOTIFY (see `_order_pg`)."""
+        PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events, **kwargs)
+
+    def assign_order(self) -> int:
+        """Number the committed events that can be numbered (see `_order_pg`); how many."""
+        return assign_order(self.datastore, Identifier(self.datastore.schema), self._events)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events in the ledger-wide order (``seq``), from `start`, at most `limit`.
+
+        Reaching the end of the numbered events numbers what is due first, so a follower
+        sees every committed event that can be ordered.
+        """
+        found = self._select_ordered(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+        short = len(found) < limit and (stop is None or not found or found[-1].id < stop)
+        if short and self.assign_order():
+            found = self._select_ordered(
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            )
+        return found
+
+    def _select_ordered(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None,
+        topics: Sequence[str],
+        *,
+        inclusive_of_start: bool,
+    ) -> list[Notification]:
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
+        if start is not None:
+            where.append("o.seq >= %s" if inclusive_of_start else "o.seq > %s")
+            params.append(start)
+        if stop is not None:
+            where.append("o.seq <= %s")
+            params.append(stop)
+        if topics:
+            where.append("e.topic = ANY(%s)")
+            params.append(list(topics))
+        params.append(limit)
+        query = SQL(
+            "SELECT o.seq, e.originator_id, e.originator_version, e.topic, e.state FROM {} o "
+            "JOIN {} e ON e.notification_id = o.notification_id WHERE "
+            + " AND ".join(where)
+            + " ORDER BY o.seq LIMIT %s"
+        ).format(self._order, self._events)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, params, prepare=True)
+            return [
+                Notification(
+                    id=row["seq"],
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def max_notification_id(self) -> int | None:
+        """The last number of the ledger-wide order, after numbering what is due."""
+        self.assign_order()
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            row = curs.execute(SQL("SELECT max(seq) AS m FROM {}").format(self._order)).fetchone()
+        return None if row is None or row["m"] is None else int(row["m"])
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> NoReturn:
+        """Refused: inserts send no ``NOTIFY``, so eventsourcing's subscription would never wake."""
+        del gt, topics
+        msg = (
+            "the ledger's PostgreSQL recorder sends no NOTIFY: follow new events with "
+            "Ledger.notifications (or a ReadModelProjector) instead of recorder.subscribe"
+        )
+        raise UsageError(msg)
 
     def _insert_events(
         self,

@@ -770,8 +770,10 @@ class Ledger:
         """Events of every run in commit order, after notification id `after` (projections).
 
         Returns up to `limit` pairs of (notification id, event), ids ascending and at most
-        `stop` when given. Ids grow with each commit; on PostgreSQL a rolled-back write can
-        leave an id unused, so consecutive ids may differ by more than one.
+        `stop` when given. Ids are the ledger-wide order and never appear below one already
+        read. On PostgreSQL they are given after commit (docs/postgresql.md, "The ledger-wide
+        order") and are dense, except among events recorded before schema version 6, which
+        keep the ids they had (a rolled-back write could leave one unused).
         """
         if limit < 1:
             raise UsageError(f"notifications: limit must be at least 1, got {limit}")

@@ -383,6 +383,15 @@ def _probe_postgres(url: str, params: dict[str, Any]) -> None:
         raise StorageError(redact_url(url), f"cannot connect to PostgreSQL: {reason}") from None
 
 
+def _schema_exists(datastore: Any, schema: str) -> bool:
+    """Whether the PostgreSQL schema is there (then opening it takes no lock at all)."""
+    with datastore.get_connection() as conn, conn.cursor() as curs:
+        found = curs.execute(
+            "SELECT 1 AS found FROM pg_namespace WHERE nspname = %s", (schema,)
+        ).fetchone()
+    return found is not None
+
+
 def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
     from eventsourcing.postgres import PostgresDatastore
     from psycopg.sql import SQL, Identifier
@@ -407,13 +416,17 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
             user=params["user"],
             password=params["password"],
             schema=schema,
-            pool_size=5,
-            max_overflow=5,
-            pool_open_timeout=10.0,
+            # One connection when the ledger opens, more on demand (up to 10). No waiting
+            # for the pool to fill (pool_open_timeout=None): eventsourcing would otherwise wait
+            # before every checkout until `pool_size` connections are idle, and close the pool
+            # after the timeout. The probe above has already reported an unreachable server.
+            pool_size=1,
+            max_overflow=9,
+            pool_open_timeout=None,
             connect_timeout=5.0,
             lock_timeout=30,
         )
-        if schema:
+        if schema and not _schema_exists(datastore, schema):
             with datastore.transaction(commit=True) as curs:
                 # IF NOT EXISTS is not safe against a concurrent CREATE of the same schema (a
                 # unique violation): processes opening a new schema at once take turns here.

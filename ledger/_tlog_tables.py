@@ -1,15 +1,15 @@
 """The transparency log's tables on each backend: integrated batches, tiles, checkpoints.
 
-The log's leaves are the events' hashes in the ledger-wide notification order (eventsourcing's
-notification id: SQLite's rowid, PostgreSQL's ``notification_id``, the memory list's index), so
+The log's leaves are the events' hashes in the ledger-wide notification order (SQLite's rowid,
+the memory list's index, PostgreSQL's ``seq`` given after commit, see `_order_pg`), so
 integrating needs no lock on the commit path: events are committed as before, and integration
 reads what follows the last integrated notification id. Three tables:
 
 - ``agentledger_log_batches``: one row per integration, ``(first_leaf, size, first_nid,
   last_nid, gaps)``; leaves ``first_leaf .. first_leaf + size - 1`` are the events with
-  notification ids ``first_nid .. last_nid`` but the ``gaps`` (ids never used: a PostgreSQL
-  rollback leaves some). The primary key on ``first_leaf`` makes two integrators that race
-  conflict, so one retries.
+  notification ids ``first_nid .. last_nid`` but the ``gaps`` (ids never used: a rollback
+  left some in PostgreSQL ledgers before schema version 6). The primary key on
+  ``first_leaf`` makes two integrators that race conflict, so one retries.
 - ``agentledger_log_events``: per batch, which run and position each leaf was (one
   Zstandard frame, see `pack_events`), so that an event deleted after it was logged can still
   be named.

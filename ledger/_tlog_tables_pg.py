@@ -13,6 +13,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
+from agentledger.ledger._order_pg import HORIZON_TABLE, ORDER_TABLE
 from agentledger.ledger._tlog_tables import (
     Head,
     LogBatch,
@@ -54,9 +55,15 @@ class PostgresLogTables:
     """The log's tables in the ledger's PostgreSQL schema."""
 
     def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
         self._datastore = recorder.datastore
         schema = Identifier(recorder.datastore.schema or "public")
         self._events = SQL("{}.{}").format(schema, Identifier(recorder.events_table_name))
+        self._ordered = SQL("{}.{} o JOIN {} e ON e.notification_id = o.notification_id").format(
+            schema, Identifier(ORDER_TABLE), self._events
+        )
+        self._order = SQL("{}.{}").format(schema, Identifier(ORDER_TABLE))
+        self._horizon = SQL("{}.{}").format(schema, Identifier(HORIZON_TABLE))
         self._batches = SQL("{}.agentledger_log_batches").format(schema)
         self._tiles = SQL("{}.agentledger_log_tiles").format(schema)
         self._log_events = SQL("{}.agentledger_log_events").format(schema)
@@ -67,16 +74,24 @@ class PostgresLogTables:
             curs.execute(query, params)
             return list(curs.fetchall())
 
+    def _tail(self, query: Composable, after: int, limit: int) -> list[Any]:
+        """Rows of the ledger-wide order after `after`; numbers what is due at its end."""
+        found = self._rows(query, (after, limit))
+        if len(found) < limit and self._recorder.assign_order():
+            found = self._rows(query, (after, limit))
+        return found
+
     def entries(self, after_nid: int, limit: int) -> list[LogEntry]:
-        """Events after `after_nid`, in notification id (commit) order."""
-        rows = self._rows(
+        """Events after `after_nid`, in the ledger-wide order (``seq``, see `_order_pg`)."""
+        rows = self._tail(
             SQL(
-                "SELECT notification_id, originator_id, originator_version, CASE WHEN "
-                "substring(state from 1 for 1) = '\\x02'::bytea THEN substring(state from 1 "
-                "for 33) ELSE state END AS head FROM {} WHERE notification_id > %s "
-                "ORDER BY notification_id LIMIT %s"
-            ).format(self._events),
-            (after_nid, limit),
+                "SELECT o.seq AS notification_id, e.originator_id, e.originator_version, CASE "
+                "WHEN substring(e.state from 1 for 1) = '\\x02'::bytea THEN substring(e.state "
+                "from 1 for 33) ELSE e.state END AS head FROM {} WHERE o.seq > %s "
+                "ORDER BY o.seq LIMIT %s"
+            ).format(self._ordered),
+            after_nid,
+            limit,
         )
         return [
             LogEntry(
@@ -90,14 +105,15 @@ class PostgresLogTables:
 
     def heads(self, after_nid: int, limit: int) -> list[Head]:
         """Heads after `after_nid`."""
-        rows = self._rows(
+        rows = self._tail(
             SQL(
-                "SELECT notification_id, CASE WHEN substring(state from 1 for 1) = "
-                "'\\x02'::bytea THEN substring(state from 1 for 33) ELSE state END AS head, "
-                "originator_id::text AS run, originator_version FROM {} "
-                "WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-            ).format(self._events),
-            (after_nid, limit),
+                "SELECT o.seq AS notification_id, CASE WHEN substring(e.state from 1 for 1) = "
+                "'\\x02'::bytea THEN substring(e.state from 1 for 33) ELSE e.state END AS head, "
+                "e.originator_id::text AS run, e.originator_version FROM {} "
+                "WHERE o.seq > %s ORDER BY o.seq LIMIT %s"
+            ).format(self._ordered),
+            after_nid,
+            limit,
         )
         return [
             (r["notification_id"], bytes(r["head"]), r["run"], r["originator_version"])
@@ -105,13 +121,14 @@ class PostgresLogTables:
         ]
 
     def rows(self, after_nid: int, limit: int) -> list[Row]:
-        """Whole rows after `after_nid`, in notification id order."""
-        found = self._rows(
+        """Whole rows after `after_nid`, in the ledger-wide order."""
+        found = self._tail(
             SQL(
-                "SELECT notification_id, state, originator_id::text AS run, originator_version, "
-                "topic FROM {} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-            ).format(self._events),
-            (after_nid, limit),
+                "SELECT o.seq AS notification_id, e.state, e.originator_id::text AS run, "
+                "e.originator_version, e.topic FROM {} WHERE o.seq > %s ORDER BY o.seq LIMIT %s"
+            ).format(self._ordered),
+            after_nid,
+            limit,
         )
         return [
             (
@@ -125,8 +142,19 @@ class PostgresLogTables:
         ]
 
     def count_rows(self) -> int:
-        """Rows in the events table."""
-        return int(self._rows(SQL("SELECT count(*) AS n FROM {}").format(self._events))[0]["n"])
+        """Rows that stand in the ledger-wide order, or should (hidden rows included).
+
+        That is the numbered rows, and rows below the numbering horizon that have no number
+        (no assigner will ever read them: hidden from the log). Rows committed since the last
+        numbering are not counted, so a verification that runs while writers commit is not
+        told that rows are hidden (see `_order_pg`).
+        """
+        query = SQL(
+            "SELECT (SELECT count(*) FROM {order}) + (SELECT count(*) FROM {events} e "
+            "WHERE e.xact_id < (SELECT horizon FROM {horizon}) AND NOT EXISTS "
+            "(SELECT 1 FROM {order} o WHERE o.notification_id = e.notification_id)) AS n"
+        ).format(order=self._order, events=self._events, horizon=self._horizon)
+        return int(self._rows(query)[0]["n"])
 
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of a batch."""
@@ -197,12 +225,12 @@ class PostgresLogTables:
             raise LogConflictError(str(e)) from e
 
     def nid_of(self, run_id: str, position: int) -> int | None:
-        """The notification id of a run's event."""
+        """The ledger-wide sequence number of a run's event (None: not numbered yet)."""
         rows = self._rows(
             SQL(
-                "SELECT notification_id FROM {} WHERE originator_id = %s "
-                "AND originator_version = %s"
-            ).format(self._events),
+                "SELECT o.seq AS notification_id FROM {} WHERE e.originator_id = %s "
+                "AND e.originator_version = %s"
+            ).format(self._ordered),
             (UUID(run_id), position),
         )
         return int(rows[0]["notification_id"]) if rows else None
