@@ -39,7 +39,7 @@ from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -573,7 +573,10 @@ class RunRecorder:
         """
         pending = len(self._pending)
         counters = dict(self._counters)
-        saved = (list(self._chain_messages), list(self._chain_refs)) if chain else None
+        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
+        saved = (
+            (self._chain_messages, self._chain_refs, len(self._chain_messages)) if chain else None
+        )
         outer, self._staged_refs = self._staged_refs, []
         try:
             yield
@@ -583,7 +586,9 @@ class RunRecorder:
                 self._blobs.pop(ref, None)
             self._counters = counters
             if saved is not None:
-                self._chain_messages, self._chain_refs = saved
+                messages, refs, known = saved
+                del messages[known:], refs[known:]
+                self._chain_messages, self._chain_refs = messages, refs
             self._ready = None
             if self._privacy is not None:
                 self._privacy.forget()
@@ -613,9 +618,17 @@ class RunRecorder:
             return self._messages_ref(messages)
 
     def _messages_ref(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        """The head ref of ``messages``; the chain of what was stored grows in place.
+
+        A conversation re-sends its history with every call, so the stored prefix is compared
+        first: a read-only message (a ``MappingProxyType``, as agents built on this package pass
+        their cached dumps) is kept as it is and compares by identity, at no cost per message; a
+        plain dict is kept as a copy (the caller may change its dicts later) and compares by
+        content. Only messages after the shared prefix are stored.
+        """
         if not messages:
             return self.put_blob({"message": None, "parent_ref": None})
-        chain = self._chain_messages
+        chain, refs = self._chain_messages, self._chain_refs
         known = len(chain)
         if len(messages) >= known and list(messages[:known]) == chain:
             shared = known  # the usual case: the history grew (one C-level comparison)
@@ -624,16 +637,16 @@ class RunRecorder:
             limit = min(len(messages), known)
             while shared < limit and messages[shared] == chain[shared]:
                 shared += 1
-        refs = self._chain_refs[:shared]
+            # New lists, so that an undo (`_staged`) finds the old ones as they were.
+            chain, refs = chain[:shared], refs[:shared]
         parent = refs[-1] if refs else None
-        del chain[shared:]
         for index, message in enumerate(messages[shared:], start=shared):
-            copy = dict(message)  # a copy: the caller may mutate its list of messages later
+            copy = dict(message)  # the caller may mutate a plain dict later
             stored = self._redacted(copy, "ModelCalled", f"messages[{index}]")
             parent = self.put_blob({"message": stored, "parent_ref": parent})
             refs.append(parent)
-            chain.append(copy)
-        self._chain_refs = refs
+            chain.append(message if isinstance(message, MappingProxyType) else copy)
+        self._chain_messages, self._chain_refs = chain, refs
         assert parent is not None
         return parent
 
