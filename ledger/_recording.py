@@ -33,7 +33,17 @@ import functools
 import json
 import threading
 import traceback
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+import warnings
+from collections import deque
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent import futures
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
@@ -108,6 +118,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _DEFERRED: ContextVar[frozenset[int]] = ContextVar("agentledger_deferred", default=frozenset())
 """Recorders (by id) whose flush the current thread or task leaves to an enclosing operation."""
 _END_KINDS = frozenset({"RunCompleted", "RunFailed"})
+
+RECENT_EVENTS = 1024
+"""How many of its last committed events a recorder keeps (`RunRecorder.recent_events`)."""
+WRITTEN_REFS = 16384
+"""How many written blob refs a recorder remembers per generation (it keeps two)."""
 
 INLINE_LIMIT = 4096
 """JSON values larger than this (serialised bytes) are stored as blobs, referenced by hash."""
@@ -202,9 +217,10 @@ class RunRecorder:
         self._chain_refs: list[str] = []
         self._written: set[str] = set()
         self._privacy: RunPrivacy | None = None
+        self._recent: deque[RecordedEvent] = deque(maxlen=RECENT_EVENTS)
+        self._written_old: set[str] = set()
         self.input: Any = None
         """The run's input as recorded (redacted by the run's policy): what its code should use."""
-        self.recorded: list[RecordedEvent] = []
 
     @classmethod
     def _start(
@@ -284,7 +300,7 @@ class RunRecorder:
         )
         run.collect_events()
         recorder = cls(ledger, run)
-        recorder.recorded.extend(recorded)
+        recorder._recent.extend(recorded)
         recorder._prompt_texts = dict(prompt_texts or {})
         return recorder
 
@@ -305,6 +321,44 @@ class RunRecorder:
     def status(self) -> str:
         """'running', 'completed' or 'failed'."""
         return self._run.status
+
+    @property
+    def last_recorded(self) -> RecordedEvent | None:
+        """The last event this recorder committed (None before its first commit)."""
+        with self._state:
+            return self._recent[-1] if self._recent else None
+
+    def recent_events(self, after: int = 0) -> list[RecordedEvent]:
+        """The last events this recorder committed (positions after ``after``), oldest first.
+
+        A recorder keeps at most ``RECENT_EVENTS``, so a long run records in bounded memory: when
+        the first event returned is past ``after + 1``, read the ones before it from the ledger
+        (`Ledger.iter_events`, `Ledger.events`).
+        """
+        newer: list[RecordedEvent] = []
+        with self._state:
+            for record in reversed(self._recent):
+                if record.position <= after:
+                    break
+                newer.append(record)
+        newer.reverse()
+        return newer
+
+    @property
+    def recorded(self) -> list[RecordedEvent]:
+        """Deprecated: the last events this recorder committed (at most ``RECENT_EVENTS``).
+
+        It used to hold every event, which made a long run's memory grow with its length. Use
+        `last_recorded`, `recent_events` or `Ledger.iter_events`.
+        """
+        warnings.warn(
+            "RunRecorder.recorded is deprecated and holds only the last "
+            f"{RECENT_EVENTS:,} committed events; use run.last_recorded, run.recent_events() "
+            "or ledger.iter_events(run_id)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.recent_events()
 
     @property
     def ledger(self) -> Ledger:
@@ -456,8 +510,8 @@ class RunRecorder:
             with self._state:
                 self._run.advance(sealed.end.position, sealed.end.hash, sealed.end.status)
                 self._inflight -= count
-                self.recorded.extend(sealed.recorded)
-            self._written.update(blobs)
+                self._recent.extend(sealed.recorded)
+                self._wrote(blobs)
 
         def failed(error: BaseException) -> None:
             with self._state:
@@ -477,6 +531,16 @@ class RunRecorder:
         self._tail = request.future
         request.leader = self._ledger._committer.enqueue(request)
         return request
+
+    def _wrote(self, refs: Iterable[str]) -> None:
+        """Remember blobs already written (two generations, so memory stays bounded).
+
+        A blob written again is ignored by the store: forgetting an old ref costs at most one
+        redundant write of a node a long run re-sends after a long while.
+        """
+        self._written.update(refs)
+        if len(self._written) > WRITTEN_REFS:
+            self._written_old, self._written = self._written, set()
 
     def _head(self) -> Head:
         with self._state:
@@ -559,7 +623,7 @@ class RunRecorder:
         canonical = self._ledger.limits.canonical(value, "a blob")
         ref = blob_ref(canonical)
         with self._lock:
-            if ref not in self._written and ref not in self._blobs:
+            if ref not in self._written and ref not in self._written_old and ref not in self._blobs:
                 self._blobs[ref] = canonical
                 if self._staged_refs is not None:
                     self._staged_refs.append(ref)
@@ -1150,7 +1214,7 @@ class RunRecorder:
                     )
                 )
             if closed:
-                return self.recorded[-1]
+                return self._recent[-1]
 
     async def acomplete(self, outcome: str = "answered") -> RecordedEvent:
         """`complete`, awaitable."""
@@ -1164,7 +1228,7 @@ class RunRecorder:
                 )
             if closed:
                 await self.aflush()
-                return self.recorded[-1]
+                return self._recent[-1]
 
     def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """Record RunFailed with the error and close the run.
@@ -1184,7 +1248,7 @@ class RunRecorder:
                     )
                 )
             if closed:
-                return self.recorded[-1]
+                return self._recent[-1]
 
     async def afail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """`fail`, awaitable."""
@@ -1205,7 +1269,7 @@ class RunRecorder:
                 )
             if closed:
                 await self.aflush()
-                return self.recorded[-1]
+                return self._recent[-1]
 
     def _failure_info(self, info: ErrorInfo) -> tuple[ErrorInfo, LedgerEvent | None]:
         """A failure's error redacted, and the PolicyDecided to record before RunFailed."""
