@@ -137,6 +137,8 @@ def export_run(
     pipe, ``/dev/stdout``) is written directly.
     """
     target = Path(path)
+    if target.is_symlink():  # replace the file it points to, not the link
+        target = target.resolve()
     lines = export_lines(ledger, run_id, checkpoint)
     if target.exists() and not target.is_file():
         written = 0

@@ -155,3 +155,19 @@ def test_an_export_that_fails_leaves_the_old_file(ledger: Ledger, tmp_path: Path
         ledger.export_run(run.run_id, target, checkpoint="not a checkpoint")
     assert target.read_text() == "kept\n"
     assert [p.name for p in folder.iterdir()] == ["run.jsonl"]
+
+
+def test_an_export_through_a_symlink_writes_the_file_it_points_to(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """The link stays a link; the file behind it holds the export."""
+    with ledger.record_run("export") as run:
+        run.delta({"a": 1})
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    real, link = folder / "real.jsonl", folder / "link.jsonl"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    lines = ledger.export_run(run.run_id, link)
+    assert link.is_symlink()
+    assert len(real.read_text().splitlines()) == lines
