@@ -20,6 +20,7 @@ from __future__ import annotations
 import random  # noqa: TID251 - the run's random port: seeded from, and recorded in, the config
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, Literal
 
 from agentledger.agents._config import AgentConfig
@@ -106,8 +107,8 @@ class RunContext:
         self._evidence: dict[str, None] = {}
         self._agent_tools: dict[str, tuple[ToolSpec, AgentToolHandler]] = {}
         self._prompts = dict(prompts)
-        self._dumps: dict[int, tuple[Message, dict[str, Any]]] = {}
-        self._last_sent: tuple[list[Message], list[dict[str, Any]]] = ([], [])
+        self._dumps: dict[int, tuple[Message, Mapping[str, Any]]] = {}
+        self._last_sent: tuple[list[Message], list[Mapping[str, Any]]] = ([], [])
         self._prompt_refs = {
             role: recorder.prompt(p.name, p.version, p.text) for role, p in self._prompts.items()
         }
@@ -269,7 +270,7 @@ class RunContext:
             self.hooks.on_model_call(ModelCallInfo(role, request, response, said, record.position))
         return response
 
-    def _dumped_all(self, messages: list[Message]) -> list[dict[str, Any]]:
+    def _dumped_all(self, messages: list[Message]) -> list[Mapping[str, Any]]:
         """The request's messages as JSON; a history that grew only dumps what is new.
 
         The usual request re-sends the previous one's messages first: comparing that prefix is
@@ -283,16 +284,17 @@ class RunContext:
         self._last_sent = (list(messages), out)
         return list(out)
 
-    def _dumped(self, message: Message) -> dict[str, Any]:
-        """``message`` as JSON, dumped once per message object (messages are immutable).
+    def _dumped(self, message: Message) -> Mapping[str, Any]:
+        """``message`` as read-only JSON, dumped once per message object (messages are immutable).
 
         A conversation re-sends its whole history with every call; dumping each message once
-        keeps a long run's recording linear rather than quadratic in its length.
+        keeps a long run's recording linear rather than quadratic in its length, and handing the
+        recorder a read-only view lets it compare the history it stored by identity.
         """
         found = self._dumps.get(id(message))
         if found is not None and found[0] is message:
             return found[1]
-        dumped = message.model_dump(mode="json")
+        dumped = MappingProxyType(message.model_dump(mode="json"))
         self._dumps[id(message)] = (message, dumped)
         return dumped
 

@@ -266,18 +266,19 @@ def show_target(ledger: Ledger, text: str) -> str:
 
 def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[str, Any]]]:
     """A run's model calls, each with its new messages, where the earlier ones are, response."""
-    from agentledger.cli._report import new_messages
+    from agentledger.cli._report import new_messages, read_ahead
     from agentledger.cli._report_html import Seen
 
     seen: dict[str, Seen] = {}
     calls = []
-    for record in ledger.events(run_id):
-        if record.kind != "ModelCalled":
-            continue
+    records = [r for r in ledger.events(run_id) if r.kind == "ModelCalled"]
+    read = read_ahead(ledger, records)  # every chain in a few queries, not node by node
+    for record in records:
         payload = record.payload
-        found = new_messages(ledger, payload["messages_ref"], record.position, seen)
+        found = new_messages(ledger, payload["messages_ref"], record.position, seen, read)
         if payload.get("response_ref"):
-            node = ledger.blob(payload["response_ref"])
+            ref = payload["response_ref"]
+            node = read[ref] if ref in read else ledger.blob(ref)
             found["response"] = node.get("message", node) if isinstance(node, dict) else node
             total = len(found["messages"]) + (found["earlier"].count if "earlier" in found else 0)
             seen.setdefault(payload["response_ref"], Seen(record.position, total + 1, True))

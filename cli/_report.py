@@ -13,7 +13,8 @@ snapshots: a report reads the ledger only.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -21,10 +22,10 @@ from agentledger.cli._common import CliError, open_ledger, resolve_run, write_ou
 from agentledger.cli._diff_command import add_cohort_arguments, cohort_selection
 from agentledger.cli._report_html import ReportData, Seen, render_report
 from agentledger.cli._trust_commands import verifier_keys
-from agentledger.ledger import Ledger, LedgerError, blob_refs_in
+from agentledger.ledger import Ledger, LedgerError, RecordedEvent, blob_refs_in
 from agentledger.projections import ProjectionError, world_state
 
-__all__ = ["build_report", "new_messages", "register"]
+__all__ = ["build_report", "new_messages", "read_ahead", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -129,44 +130,89 @@ def _cohort_page(ledger: Ledger, args: argparse.Namespace) -> tuple[str, bool]:
 
 
 def _resolve(
-    ledger: Ledger, kind: str, payload: dict[str, Any], position: int, seen: dict[str, Seen]
+    ledger: Ledger,
+    kind: str,
+    payload: dict[str, Any],
+    position: int,
+    *,
+    seen: dict[str, Seen],
+    read: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The blobs an event refers to (a model call's as ``messages``/``response``/``tools``).
 
     A model call's ``messages`` are only those no earlier call showed; ``earlier`` then says
-    how many came before them and which call shows them (see `_new_messages`).
+    how many came before them and which call shows them (see `_new_messages`). ``read``
+    holds the blobs already read (see `read_ahead`).
     """
     found: dict[str, Any] = {}
     if kind == "ModelCalled":
-        found.update(new_messages(ledger, payload["messages_ref"], position, seen))
+        found.update(new_messages(ledger, payload["messages_ref"], position, seen, read))
         if payload.get("response_ref"):
-            response = _read(lambda: ledger.blob(payload["response_ref"]))
+            response = _blob(ledger, read, payload["response_ref"])
             found["response"] = (
                 response.get("message", response) if isinstance(response, dict) else response
             )
             total = found.get("earlier", Seen(0, 0)).count + len(found["messages"])
             seen.setdefault(payload["response_ref"], Seen(position, total + 1, response=True))
         if payload.get("tools_ref"):
-            found["tools"] = _read(lambda: ledger.blob(payload["tools_ref"]))
+            found["tools"] = _blob(ledger, read, payload["tools_ref"])
     else:
         for ref in blob_refs_in(payload):
-            found[ref] = _read(partial(ledger.blob, ref))
+            found[ref] = _blob(ledger, read, ref)
     return found
 
 
-def new_messages(ledger: Ledger, head: str, position: int, seen: dict[str, Seen]) -> dict[str, Any]:
+def read_ahead(ledger: Ledger, records: Sequence[RecordedEvent]) -> dict[str, Any]:
+    """Every blob the events refer to, conversation nodes included, in a few batched queries.
+
+    The conversation chains are read breadth-first (`Ledger.message_nodes`), not node by
+    node. When something cannot be read in a batch the result leaves it out, and it is read
+    alone later (and shown as unreadable there, as verify reports it).
+    """
+    heads: list[str] = []
+    others: list[str] = []
+    for record in records:
+        payload = record.payload
+        if record.kind == "ModelCalled":
+            heads += [payload[k] for k in ("messages_ref", "response_ref") if payload.get(k)]
+            others += [payload["tools_ref"]] if payload.get("tools_ref") else []
+        else:
+            others += blob_refs_in(payload)
+    read: dict[str, Any] = {}
+    with suppress(LedgerError):  # a broken chain: its nodes are read one by one, with a note
+        read.update(ledger.message_nodes(heads))
+    with suppress(LedgerError):  # a blob that does not unpack: read alone, it says so
+        read.update(ledger.blobs(list(dict.fromkeys(others))))
+    return read
+
+
+def _blob(ledger: Ledger, read: Mapping[str, Any], ref: str) -> Any:
+    """The blob at ``ref``: read ahead, or read now (a note when it cannot be read)."""
+    if ref in read:
+        return read[ref]
+    return _read(partial(ledger.blob, ref))
+
+
+def new_messages(
+    ledger: Ledger,
+    head: str,
+    position: int,
+    seen: dict[str, Seen],
+    read: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The messages of the conversation chain at `head` that no earlier call showed.
 
     Walks from the head node towards the first message and stops at a node an earlier call
     showed (its message, or its response): the ``count`` messages up to that node are the
     first ``count`` of that call's conversation. Each node is read once per report, so a
-    conversation that grows call by call costs linear time and page size, not quadratic.
+    conversation that grows call by call costs linear time and page size, not quadratic;
+    ``read`` holds the nodes already read in batches (`read_ahead`).
     """
     new: list[tuple[str, Any]] = []
     current: str | None = head
     while current is not None and current not in seen:
         ref = current
-        node = _read(partial(ledger.blob, ref))
+        node = _blob(ledger, read or {}, ref)
         if not isinstance(node, dict):
             new.append(("", node if isinstance(node, str) else f"(message node {ref} unreadable)"))
             current = None
@@ -206,8 +252,9 @@ def build_report(
     events = ledger.events(run_id)
     resolved: dict[int, dict[str, Any]] = {}
     seen: dict[str, Seen] = {}
+    read = read_ahead(ledger, events)
     for record in events:
-        found = _resolve(ledger, record.kind, record.payload, record.position, seen)
+        found = _resolve(ledger, record.kind, record.payload, record.position, seen=seen, read=read)
         if found:
             resolved[record.position] = found
     verdict = ledger.verify(run_id)

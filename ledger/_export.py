@@ -58,59 +58,123 @@ FORMAT = "agentledger-export/v1"
 _IMPORT_BATCH = 500
 
 
-def _reachable_blobs(ledger: Ledger, records: list[RecordedEvent]) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    frontier = [ref for r in records for ref in blob_refs_in(r.payload)]
+BLOB_PAGE_SIZE = 500
+"""How many blobs an export reads per query (it holds their refs, never all their contents)."""
+
+
+def _reachable_refs(ledger: Ledger, direct: set[str], page_size: int) -> set[str]:
+    """The stored blobs reachable from ``direct`` (through refs inside blobs), by ref.
+
+    Reads the blobs a page at a time and keeps only refs: a long run's contents are never
+    held at once.
+    """
+    found: set[str] = set()
+    frontier = sorted(direct)
     while frontier:
         wanted = [ref for ref in dict.fromkeys(frontier) if ref not in found]
         frontier = []
-        for ref, data in ledger.blob_bytes(wanted).items():
-            found[ref] = data
-            frontier.extend(blob_refs_in(loads(data)))
+        for start in range(0, len(wanted), page_size):
+            for ref, data in ledger.blob_bytes(wanted[start : start + page_size]).items():
+                found.add(ref)
+                frontier.extend(r for r in blob_refs_in(loads(data)) if r not in found)
     return found
 
 
 def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> Iterator[str]:
-    """The export file's lines, in order.
+    """The export file's lines, in order, read from the ledger a page at a time.
 
-    With a signed `checkpoint`, the file ends with it (a ``checkpoint`` line) and one
-    ``proof`` line per event it covers: that event's inclusion proof in the checkpoint's tree.
+    A first pass over the events counts them and finds the blobs they reach (the header names
+    both); the lines then stream: events (read again, up to the last one counted, so an event
+    appended meanwhile is not half exported), blobs by ref, proofs. What is held at once is a
+    page of events or blobs and the set of blob refs. With a signed `checkpoint`, the file ends
+    with it (a ``checkpoint`` line) and one ``proof`` line per event it covers: that event's
+    inclusion proof in the checkpoint's tree. Pages are the ledger's `page_size`.
     """
-    records = ledger.events(run_id)
-    blobs = _reachable_blobs(ledger, records)
+    blob_page = min(ledger.page_size, BLOB_PAGE_SIZE)
+    count, last, first_id = 0, 0, run_id
+    direct: set[str] = set()
+    covered: list[tuple[str, int, str]] = []
+    for record in ledger.iter_events(run_id):
+        if not count:
+            first_id = record.run_id
+        count, last = count + 1, record.position
+        direct.update(blob_refs_in(record.payload))
+        if checkpoint is not None:
+            covered.append((record.run_id, record.position, record.hash))
+    refs = sorted(_reachable_refs(ledger, direct, blob_page))
+    del direct
     proofs: list[dict[str, Any]] = []
     if checkpoint is not None:
         from agentledger.ledger._checkpoints import proof_items
 
-        events = [(r.run_id, r.position, r.hash) for r in records]
-        proofs = proof_items(ledger.transparency_log, checkpoint, events)
-    header: dict[str, Any] = {
-        "format": FORMAT,
-        "run_id": records[0].run_id if records else run_id,
-        "events": len(records),
-        "blobs": len(blobs),
-    }
+        proofs = proof_items(ledger.transparency_log, checkpoint, covered)
+        del covered
+    header: dict[str, Any] = {"format": FORMAT, "run_id": first_id, "events": count}
+    header["blobs"] = len(refs)
     if proofs:
         header["proofs"] = len(proofs) - 1
     yield json.dumps(header, ensure_ascii=False)
-    for record in records:
-        yield json.dumps({"type": "event", **record.envelope()}, ensure_ascii=False)
-    for ref in sorted(blobs):
-        content = loads(blobs[ref])
-        yield json.dumps({"type": "blob", "ref": ref, "content": content}, ensure_ascii=False)
+    if count:
+        for record in ledger.iter_events(run_id, upto=last):
+            yield json.dumps({"type": "event", **record.envelope()}, ensure_ascii=False)
+    for start in range(0, len(refs), blob_page):
+        page = refs[start : start + blob_page]
+        found = ledger.blob_bytes(page)
+        for ref in page:
+            content = loads(found[ref])
+            yield json.dumps({"type": "blob", "ref": ref, "content": content}, ensure_ascii=False)
     for item in proofs:
         yield json.dumps(item, ensure_ascii=False)
 
 
 def export_run(
-    ledger: Ledger, run_id: str, path: str | os.PathLike[str], checkpoint: str | None = None
+    ledger: Ledger,
+    run_id: str,
+    path: str | os.PathLike[str],
+    checkpoint: str | None = None,
 ) -> int:
-    """Write one run to `path` as JSONL; returns the number of lines written."""
-    lines = list(export_lines(ledger, run_id, checkpoint))  # nothing is written on an error
-    with Path(path).open("w", encoding="utf-8") as out:
-        for line in lines:
-            out.write(line + "\n")
-    return len(lines)
+    """Write one run to `path` as JSONL, line by line; returns the number of lines written.
+
+    The lines go to a new file beside `path` that replaces it once complete, so an error
+    leaves `path` as it was (nothing half written). A `path` that is not a regular file (a
+    pipe, ``/dev/stdout``) is written directly.
+    """
+    target = Path(path)
+    if target.is_symlink():  # replace the file it points to, not the link
+        target = target.resolve()
+    lines = export_lines(ledger, run_id, checkpoint)
+    if target.exists() and not target.is_file():
+        written = 0
+        with target.open("w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+                written += 1
+        return written
+    partial = _partial_file(target)
+    try:
+        written = 0
+        with partial.open("w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+                written += 1
+        partial.replace(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _partial_file(target: Path) -> Path:
+    """A new, empty file beside ``target`` (created with the mode a plain ``open`` would give)."""
+    attempt = 0
+    while True:
+        partial = target.with_name(f".{target.name}.{os.getpid()}.{attempt}.partial")
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            attempt += 1
+            continue
+        return partial
 
 
 _ENVELOPE = ("run_id", "position", "kind", "version", "timestamp", "event_id", "prev", "payload")

@@ -12,7 +12,7 @@ import inspect
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
@@ -29,6 +29,7 @@ from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
 from agentledger.ledger._privacy import RunPrivacy, policy_of, policy_setting
 from agentledger.ledger._records import (
+    EVENT_PAGE_SIZE,
     BlobRow,
     RecordedEvent,
     RunIndexUpdate,
@@ -130,6 +131,11 @@ class Ledger:
         self.ids: IdSource = ids or RandomIds()
         self.log = log
         self.limits: Limits = limits or Limits()
+        self.page_size: int = EVENT_PAGE_SIZE
+        """Events per query when a reader pages through a run (`iter_events`, export, replay).
+
+        Long runs are read a page at a time, never held whole; a smaller page holds less.
+        """
 
     @classmethod
     def open(
@@ -696,6 +702,54 @@ class Ledger:
     ) -> list[RecordedEvent]:
         """A run's events in position order (positions after `after`, up to `upto`)."""
         return self._read_events(run_id, after=after, upto=upto)[0]
+
+    def iter_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        upto: int | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[RecordedEvent]:
+        """A run's events in position order, read ``page_size`` at a time (bounded memory).
+
+        The same events as `events` (positions after ``after``, up to ``upto``), for reading a
+        long run without holding it whole: each page is one query of the store's position
+        range (default: the ledger's `page_size`). Raises `UnknownRunError` for a run the
+        ledger does not hold, `UsageError` for a ``page_size`` below 1.
+        """
+        if page_size is None:
+            page_size = self.page_size
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            msg = f"page_size must be a positive integer, got {page_size!r}"
+            raise UsageError(msg)
+        uuid = self._uuid(run_id)
+        rid = str(uuid)
+        select = self._store.recorder.select_events
+        position = after
+        while upto is None or position < upto:
+            stored = select(uuid, gt=position or None, lte=upto, limit=page_size)
+            if not stored:
+                if position == after == 0 and self._store.recorder.get_run(rid) is None:
+                    raise UnknownRunError(run_id)
+                return
+            for s in stored:
+                yield RecordedEvent.from_state(rid, s.originator_version, s.topic, s.state)
+            position = stored[-1].originator_version
+            if len(stored) < page_size:
+                return
+
+    def last_event(self, run_id: str) -> RecordedEvent:
+        """A run's last stored event, in one query (the runs index is not consulted).
+
+        Raises `UnknownRunError` for a run the ledger does not hold.
+        """
+        uuid = self._uuid(run_id)
+        stored = self._store.recorder.select_events(uuid, desc=True, limit=1)
+        if not stored:
+            raise UnknownRunError(run_id)
+        s = stored[0]
+        return RecordedEvent.from_state(str(uuid), s.originator_version, s.topic, s.state)
 
     def _read_events(
         self,

@@ -34,13 +34,23 @@ import functools
 import json
 import threading
 import traceback
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+import warnings
+from collections import deque
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent import futures
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
@@ -110,6 +120,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _DEFERRED: ContextVar[frozenset[int]] = ContextVar("agentledger_deferred", default=frozenset())
 """Recorders (by id) whose flush the current thread or task leaves to an enclosing operation."""
 _END_KINDS = frozenset({"RunCompleted", "RunFailed"})
+
+RECENT_EVENTS = 1024
+"""How many of its last committed events a recorder keeps (`RunRecorder.recent_events`)."""
+WRITTEN_REFS = 16384
+"""How many written blob refs a recorder remembers per generation (it keeps two)."""
 
 INLINE_LIMIT = 4096
 """JSON values larger than this (serialised bytes) are stored as blobs, referenced by hash."""
@@ -208,9 +223,10 @@ class RunRecorder:
         self._subject_keys: dict[str, SubjectKey] = {}
         self._subject_source: Ledger | None = None
         self._chain_key: str | None = None
+        self._recent: deque[RecordedEvent] = deque(maxlen=RECENT_EVENTS)
+        self._written_old: set[str] = set()
         self.input: Any = None
         """The run's input as recorded (redacted by the run's policy): what its code should use."""
-        self.recorded: list[RecordedEvent] = []
 
     @classmethod
     def _start(
@@ -294,7 +310,7 @@ class RunRecorder:
         )
         run.collect_events()
         recorder = cls(ledger, run)
-        recorder.recorded.extend(recorded)
+        recorder._recent.extend(recorded)
         recorder._prompt_texts = dict(prompt_texts or {})
         return recorder
 
@@ -315,6 +331,44 @@ class RunRecorder:
     def status(self) -> str:
         """'running', 'completed' or 'failed'."""
         return self._run.status
+
+    @property
+    def last_recorded(self) -> RecordedEvent | None:
+        """The last event this recorder committed (None before its first commit)."""
+        with self._state:
+            return self._recent[-1] if self._recent else None
+
+    def recent_events(self, after: int = 0) -> list[RecordedEvent]:
+        """The last events this recorder committed (positions after ``after``), oldest first.
+
+        A recorder keeps at most ``RECENT_EVENTS``, so a long run records in bounded memory: when
+        the first event returned is past ``after + 1``, read the ones before it from the ledger
+        (`Ledger.iter_events`, `Ledger.events`).
+        """
+        newer: list[RecordedEvent] = []
+        with self._state:
+            for record in reversed(self._recent):
+                if record.position <= after:
+                    break
+                newer.append(record)
+        newer.reverse()
+        return newer
+
+    @property
+    def recorded(self) -> list[RecordedEvent]:
+        """Deprecated: the last events this recorder committed (at most ``RECENT_EVENTS``).
+
+        It used to hold every event, which made a long run's memory grow with its length. Use
+        `last_recorded`, `recent_events` or `Ledger.iter_events`.
+        """
+        warnings.warn(
+            "RunRecorder.recorded is deprecated and holds only the last "
+            f"{RECENT_EVENTS:,} committed events; use run.last_recorded, run.recent_events() "
+            "or ledger.iter_events(run_id)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.recent_events()
 
     @property
     def ledger(self) -> Ledger:
@@ -473,8 +527,8 @@ class RunRecorder:
             with self._state:
                 self._run.advance(sealed.end.position, sealed.end.hash, sealed.end.status)
                 self._inflight -= count
-                self.recorded.extend(sealed.recorded)
-            self._written.update(blobs)
+                self._recent.extend(sealed.recorded)
+                self._wrote(blobs)
 
         def failed(error: BaseException) -> None:
             with self._state:
@@ -494,6 +548,16 @@ class RunRecorder:
         self._tail = request.future
         request.leader = self._ledger._committer.enqueue(request, behind=behind)
         return request
+
+    def _wrote(self, refs: Iterable[str]) -> None:
+        """Remember blobs already written (two generations, so memory stays bounded).
+
+        A blob written again is ignored by the store: forgetting an old ref costs at most one
+        redundant write of a node a long run re-sends after a long while.
+        """
+        self._written.update(refs)
+        if len(self._written) > WRITTEN_REFS:
+            self._written_old, self._written = self._written, set()
 
     def _head(self) -> Head:
         with self._state:
@@ -607,7 +671,7 @@ class RunRecorder:
             canonical = key.seal(canonical, inner)
         ref = blob_ref(canonical)
         with self._lock:
-            if ref not in self._written and ref not in self._blobs:
+            if ref not in self._written and ref not in self._written_old and ref not in self._blobs:
                 self._blobs[ref] = canonical
                 if self._staged_refs is not None:
                     self._staged_refs.append(ref)
@@ -621,8 +685,11 @@ class RunRecorder:
         """
         pending = len(self._pending)
         counters = dict(self._counters)
+        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
         saved = (
-            (list(self._chain_messages), list(self._chain_refs), self._chain_key) if chain else None
+            (self._chain_messages, self._chain_refs, len(self._chain_messages), self._chain_key)
+            if chain
+            else None
         )
         outer, self._staged_refs = self._staged_refs, []
         try:
@@ -633,7 +700,10 @@ class RunRecorder:
                 self._blobs.pop(ref, None)
             self._counters = counters
             if saved is not None:
-                self._chain_messages, self._chain_refs, self._chain_key = saved
+                messages, refs, known, chain_key = saved
+                del messages[known:], refs[known:]
+                self._chain_messages, self._chain_refs = messages, refs
+                self._chain_key = chain_key
             self._ready = None
             if self._privacy is not None:
                 self._privacy.forget()
@@ -672,12 +742,21 @@ class RunRecorder:
             return self._messages_ref(messages, self._key(subject))
 
     def _messages_ref(self, messages: Sequence[Mapping[str, Any]], key: SubjectKey | None) -> str:
+        """The head ref of ``messages``; the chain of what was stored grows in place.
+
+        A conversation re-sends its history with every call, so the stored prefix is compared
+        first: a read-only message (a ``MappingProxyType``, as agents built on this package pass
+        their cached dumps) is kept as it is and compares by identity, at no cost per message; a
+        plain dict is kept as a copy (the caller may change its dicts later) and compares by
+        content. Only messages after the shared prefix are stored. Content sealed under another
+        subject's key shares no node with the chain so far.
+        """
         if not messages:
             return self._put({"message": None, "parent_ref": None}, key)
         key_id = key.key_id if key is not None else None
         if key_id != self._chain_key:  # sealed under another key: no node is shared
             self._chain_messages, self._chain_refs, self._chain_key = [], [], key_id
-        chain = self._chain_messages
+        chain, refs = self._chain_messages, self._chain_refs
         known = len(chain)
         if len(messages) >= known and list(messages[:known]) == chain:
             shared = known  # the usual case: the history grew (one C-level comparison)
@@ -686,17 +765,17 @@ class RunRecorder:
             limit = min(len(messages), known)
             while shared < limit and messages[shared] == chain[shared]:
                 shared += 1
-        refs = self._chain_refs[:shared]
+            # New lists, so that an undo (`_staged`) finds the old ones as they were.
+            chain, refs = chain[:shared], refs[:shared]
         parent = refs[-1] if refs else None
-        del chain[shared:]
         for index, message in enumerate(messages[shared:], start=shared):
-            copy = dict(message)  # a copy: the caller may mutate its list of messages later
+            copy = dict(message)  # the caller may mutate a plain dict later
             stored = self._redacted(copy, "ModelCalled", f"messages[{index}]")
             inner = [parent] if parent else []
             parent = self._put({"message": stored, "parent_ref": parent}, key, inner)
             refs.append(parent)
-            chain.append(copy)
-        self._chain_refs = refs
+            chain.append(message if isinstance(message, MappingProxyType) else copy)
+        self._chain_messages, self._chain_refs = chain, refs
         assert parent is not None
         return parent
 
@@ -1225,7 +1304,7 @@ class RunRecorder:
                     )
                 )
             if closed:
-                return self.recorded[-1]
+                return self._recent[-1]
 
     async def acomplete(self, outcome: str = "answered") -> RecordedEvent:
         """`complete`, awaitable."""
@@ -1239,7 +1318,7 @@ class RunRecorder:
                 )
             if closed:
                 await self.aflush()
-                return self.recorded[-1]
+                return self._recent[-1]
 
     def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """Record RunFailed with the error and close the run.
@@ -1259,7 +1338,7 @@ class RunRecorder:
                     )
                 )
             if closed:
-                return self.recorded[-1]
+                return self._recent[-1]
 
     async def afail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """`fail`, awaitable."""
@@ -1280,7 +1359,7 @@ class RunRecorder:
                 )
             if closed:
                 await self.aflush()
-                return self.recorded[-1]
+                return self._recent[-1]
 
     def _failure_info(self, info: ErrorInfo) -> tuple[ErrorInfo, LedgerEvent | None]:
         """A failure's error redacted, and the PolicyDecided to record before RunFailed."""

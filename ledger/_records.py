@@ -19,6 +19,7 @@ from agentledger.ledger.errors import CorruptEventError
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
 __all__ = [
+    "EVENT_PAGE_SIZE",
     "BlobRow",
     "RecordedEvent",
     "RunIndexUpdate",
@@ -27,6 +28,9 @@ __all__ = [
     "RunTotals",
     "encode_blob",
 ]
+
+EVENT_PAGE_SIZE = 1000
+"""How many events `Ledger.iter_events` (and the readers built on it) read per query."""
 
 
 @dataclass(frozen=True, slots=True)

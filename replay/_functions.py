@@ -36,6 +36,7 @@ from agentledger.ledger import (
     load_entry,
 )
 from agentledger.ledger.events import EntryPoint, RunStarted, upcast
+from agentledger.replay._paged import PagedEvents
 from agentledger.replay._recorder import ReplayStopped, salt_for
 from agentledger.replay._serving import STALL_TIMEOUT_S, CallBook, ServingRecorder
 from agentledger.replay.errors import (
@@ -160,10 +161,10 @@ def replay_function(
     """Replay a function run offline; see `agentledger.replay.replay_run`."""
     from agentledger.replay._replay import ReplayResult, _detached_run
 
-    events = ledger.events(run_id)
+    events = PagedEvents(ledger, run_id)  # a long record is read a page at a time
     started = started_of(events)
     fn = resolve_function(ledger, run_id, started, entry)
-    book = CallBook(ledger, run_id, events, upto=None)
+    book = CallBook(ledger, run_id, events, upto=None, lock=events.lock)
     scratch = Ledger.open(
         "memory://",
         clock=StepClock(),
@@ -271,7 +272,9 @@ def resume_function(
     book = CallBook(ledger, run_id, events, upto=None)
     if book.finished:
         raise NotResumableError(run_id, f"it already ended ({events[-1].kind})")
-    unanswered = [t for t in book.tools if t.result is None and t.payload.get("effectful")]
+    unanswered = [
+        t for t in book.unserved_tools() if t.result is None and t.payload.get("effectful")
+    ]
     if unanswered and not allow_effects:
         names = ", ".join(f"{t.tool} at position {t.called}" for t in unanswered)
         raise NotResumableError(

@@ -179,6 +179,8 @@ class CheckingRecorder(RunRecorder):
             else:
                 self._cursor = position
                 written = position
+                if not self._pending:  # its blobs are the record's: nothing here writes them
+                    self._blobs = {}
             return written
         if self._beyond == "stop":
             raise ReplayStopped
@@ -201,7 +203,7 @@ class CheckingRecorder(RunRecorder):
     def fail(self, error: BaseException | ErrorInfo) -> RecordedEvent:
         """Record RunFailed (nothing after a divergence, or when the record simply ended)."""
         if self.divergence is not None or isinstance(error, ReplayStopped):
-            return self.recorded[-1]
+            return self.recent_events()[-1]
         return super().fail(error)
 
     def __exit__(

@@ -27,6 +27,7 @@ import asyncio
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -93,85 +94,134 @@ class BookTool:
 
 
 class CallBook:
-    """A recorded run's model calls and tool results, decoded once (see the module doc)."""
+    """A recorded run's model calls and tool results, read forward as replay asks for them.
+
+    The record is read a page (the ledger's ``page_size``) at a time, with that page's answers
+    and arguments in one blob query; a call or tool is kept until it is served, so a replay
+    that asks in recorded order holds about one page of a long run. A request the record does
+    not hold reads the rest of the record (to name the nearest recorded call).
+    """
 
     def __init__(
-        self, ledger: Ledger, run_id: str, events: Sequence[RecordedEvent], *, upto: int | None
+        self,
+        ledger: Ledger,
+        run_id: str,
+        events: Sequence[RecordedEvent],
+        *,
+        upto: int | None,
+        lock: threading.RLock | None = None,
     ) -> None:
         self.ledger = ledger
         self.run_id = run_id
-        self.finished = events[-1].kind in ("RunCompleted", "RunFailed")
-        self._lock = threading.Lock()
+        self.finished = bool(events) and events[-1].kind in ("RunCompleted", "RunFailed")
+        self._lock = lock or threading.RLock()
+        """Held while the book changes or reads (give it the lock of the record's other readers:
+        some stores' connection pools do not take concurrent first reads from several threads)."""
+        self._source = iter(events)
+        self._upto = upto
+        self._page = max(ledger.page_size, 1)
+        self._calls: dict[str, deque[BookCall]] = {}
+        self._tools: dict[tuple[str, bytes], deque[BookTool]] = {}
+        self._unreturned: dict[str, BookTool] = {}
+        """Tool calls read whose ToolReturned is not read yet, by call id."""
+
+    def _read_page(self) -> bool:
+        """Read the next page of the record into the book; False at its end (or ``upto``)."""
+        page: list[RecordedEvent] = []
+        for e in self._source:
+            if self._upto is not None and e.position > self._upto:
+                self._source = iter(())  # past what the book holds
+                break
+            page.append(e)
+            if len(page) == self._page:
+                break
+        if not page:
+            return False
         refs: list[str] = []
-        for e in events:
+        for e in page:
             if e.kind == "ModelCalled":
                 refs += [e.payload[k] for k in ("response_ref", "chunks_ref") if e.payload.get(k)]
             elif e.kind in ("ToolCalled", "ToolReturned"):
                 refs += [e.payload[k] for k in ("arguments_ref", "data_ref") if e.payload.get(k)]
-        blobs = ledger.blobs(refs) if refs else {}
-        returned: dict[str, tuple[int, dict[str, Any]]] = {}
-        for e in events:
-            if e.kind == "ToolReturned":
-                payload = upcast(e.kind, e.version, e.payload)
-                if payload.get("data_ref"):
-                    payload = {**payload, "data": blobs[payload["data_ref"]]}
-                returned[payload["call_id"]] = (e.position, payload)
-        self.calls: list[BookCall] = []
-        self.tools: list[BookTool] = []
-        for e in events:
-            if upto is not None and e.position > upto:
-                break
-            p = e.payload
-            if e.kind == "ModelCalled":
-                response = blobs[p["response_ref"]]["message"] if p.get("response_ref") else None
-                chunks = blobs[p["chunks_ref"]]["chunks"] if p.get("chunks_ref") else None
-                key = f"{p['provider']}:{request_fingerprint(p)}"
-                self.calls.append(BookCall(e.position, key, p, response, chunks))
-            elif e.kind == "ToolCalled":
-                arguments = (
-                    blobs[p["arguments_ref"]] if p.get("arguments_ref") else p.get("arguments")
-                )
-                done = returned.get(p["call_id"])
-                if done is not None and upto is not None and done[0] > upto:
-                    done = None
-                self.tools.append(
-                    BookTool(
-                        e.position,
-                        done[0] if done else None,
-                        p["tool"],
-                        arguments_key(arguments),
-                        p,
-                        done[1] if done else None,
-                    )
-                )
+        blobs = self.ledger.blobs(refs) if refs else {}
+        for e in page:
+            self._take_in(e, blobs)
+        return True
+
+    def _take_in(self, e: RecordedEvent, blobs: Mapping[str, Any]) -> None:
+        """Add one recorded event to the book (a call, a tool call, or a tool's result)."""
+        p = e.payload
+        if e.kind == "ModelCalled":
+            response = blobs[p["response_ref"]]["message"] if p.get("response_ref") else None
+            chunks = blobs[p["chunks_ref"]]["chunks"] if p.get("chunks_ref") else None
+            key = f"{p['provider']}:{request_fingerprint(p)}"
+            call = BookCall(e.position, key, p, response, chunks)
+            self._calls.setdefault(key, deque()).append(call)
+        elif e.kind == "ToolCalled":
+            arguments = blobs[p["arguments_ref"]] if p.get("arguments_ref") else p.get("arguments")
+            tool = BookTool(e.position, None, p["tool"], arguments_key(arguments), p, None)
+            self._tools.setdefault((tool.tool, tool.key), deque()).append(tool)
+            self._unreturned[p["call_id"]] = tool
+        elif e.kind == "ToolReturned":
+            payload = upcast(e.kind, e.version, p)
+            if payload.get("data_ref"):
+                payload = {**payload, "data": blobs[payload["data_ref"]]}
+            called = self._unreturned.pop(payload["call_id"], None)
+            if called is not None:
+                called.returned, called.result = e.position, payload
+
+    def _read_all(self) -> None:
+        while self._read_page():
+            pass
 
     def take_call(self, key: str) -> BookCall | None:
         """The first unserved recorded call with this request key, now served."""
         with self._lock:
-            for call in self.calls:
-                if not call.served and call.key == key:
-                    call.served = True
-                    return call
-        return None
+            while not self._calls.get(key):
+                if not self._read_page():
+                    return None
+            queue = self._calls[key]
+            call = queue.popleft()
+            if not queue:
+                del self._calls[key]
+            call.served = True
+            return call
 
     def take_tool(self, tool: str, key: bytes) -> BookTool | None:
         """The first unserved recorded call of ``tool`` with these arguments, now served."""
         with self._lock:
-            for item in self.tools:
-                if not item.served and item.tool == tool and item.key == key:
-                    item.served = True
-                    return item
-        return None
+            while not self._tools.get((tool, key)):
+                if not self._read_page():
+                    return None
+            queue = self._tools[tool, key]
+            item = queue.popleft()
+            if not queue:
+                del self._tools[tool, key]
+            item.served = True
+            call_id = item.payload["call_id"]
+            while self._unreturned.get(call_id) is item and self._read_page():
+                pass  # its result is recorded further on
+            self._unreturned.pop(call_id, None)
+            return item
 
     def unserved_calls(self) -> list[BookCall]:
-        """The recorded model calls not served yet, in position order."""
+        """The recorded model calls not served yet, in position order (reads the whole rest)."""
         with self._lock:
-            return [c for c in self.calls if not c.served]
+            self._read_all()
+            calls = [c for queue in self._calls.values() for c in queue]
+        return sorted(calls, key=lambda c: c.position)
 
-    def unserved_tools(self, tool: str) -> list[BookTool]:
-        """The recorded calls of ``tool`` not served yet, in position order."""
+    def unserved_tools(self, tool: str | None = None) -> list[BookTool]:
+        """The recorded calls of ``tool`` (default: every tool) not served yet, in position order.
+
+        Reads the whole rest of the record.
+        """
         with self._lock:
-            return [t for t in self.tools if not t.served and t.tool == tool]
+            self._read_all()
+            tools = [
+                t for (name, _), queue in self._tools.items() if tool in (None, name) for t in queue
+            ]
+        return sorted(tools, key=lambda t: t.called)
 
     def messages(self, call: BookCall) -> list[Any]:
         """The messages a recorded call sent (read from the ledger: for reports only)."""

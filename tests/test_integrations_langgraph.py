@@ -39,6 +39,7 @@ from agentledger.agents.integrations.langgraph import (
 )
 from agentledger.cli import main as cli_main
 from agentledger.ledger import Ledger
+from agentledger.ledger import _recording as recording
 from agentledger.projections import world_state
 from agentledger.replay import diff_runs
 
@@ -147,6 +148,24 @@ def test_a_graph_interrupts_resumes_and_time_travels(saver: LedgerCheckpointSave
     # the branch is on the record too: the latest state is the fork's, the old end is kept
     assert graph.get_state(config).values["n"] == 10
     assert any(h.values.get("approved") for h in graph.get_state_history(config))
+
+
+def test_a_saver_whose_recorder_keeps_one_event_reads_the_rest_from_the_ledger(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder keeps only its recent events: the saver folds the older ones from the ledger."""
+    graph = chat_graph(LedgerCheckpointSaver(ledger))
+    graph.invoke(FIRST, _config("kept"), durability="sync")
+    whole = graph.invoke(Command(resume="yes"), _config("kept"), durability="sync")
+    monkeypatch.setattr(recording, "RECENT_EVENTS", 1)
+    graph = chat_graph(LedgerCheckpointSaver(ledger))
+    graph.invoke(FIRST, _config("one"), durability="sync")
+    done = graph.invoke(Command(resume="yes"), _config("one"), durability="sync")
+    assert done == whole
+    steps = [
+        [h.metadata["step"] for h in graph.get_state_history(_config(t))] for t in ("kept", "one")
+    ]
+    assert steps[0] == steps[1] == [4, 3, 2, 1, 0, -1]
 
 
 def test_the_threads_run_verifies_shows_states_diffs_and_exports(

@@ -218,7 +218,7 @@ def test_every_event_kind_round_trips_with_positions_one_to_n(ledger: Ledger) ->
     for event in middle:
         run.record(event)
     completed = RunCompleted(
-        event_count=run.position + 1, head_hash=run.recorded[-1].hash, outcome="answered"
+        event_count=run.position + 1, head_hash=run.recent_events()[-1].hash, outcome="answered"
     )
     run.record(completed)
     annotated = RunAnnotated(
@@ -233,7 +233,7 @@ def test_every_event_kind_round_trips_with_positions_one_to_n(ledger: Ledger) ->
     failing = ledger.record_run("planner-executor", input="second run")
     failed = RunFailed(
         event_count=2,
-        head_hash=failing.recorded[-1].hash,
+        head_hash=failing.recent_events()[-1].hash,
         error=ErrorInfo(type="TimeoutError", message="model timed out", traceback="..."),
     )
     failing.record(failed)
@@ -294,7 +294,7 @@ def test_two_writers_at_one_position_one_wins_and_nothing_is_lost(ledger: Ledger
         {"by": "first"},
         {"by": "retry after reload"},
     ]
-    assert records[:2] == first.recorded
+    assert records[:2] == first.recent_events()
     info = ledger.run(first.run_id)
     assert (info.status, info.event_count, info.head_hash) == ("completed", 4, records[-1].hash)
     assert ledger.verify().ok

@@ -113,6 +113,17 @@ def test_usage_is_estimated_from_text_length() -> None:
     assert (tiny.usage.input_tokens, tiny.usage.output_tokens) == (1, 1)
 
 
+def test_usage_counts_the_whole_prompt_as_a_history_grows_and_forks() -> None:
+    """A grown, forked or rebuilt history is estimated as len(all contents)//4, counted anew."""
+    a, b, c = Message.user("a" * 11), Message.assistant("b" * 9), Message.user("c" * 13)
+    histories = [[a], [a, b], [a, b, c], [a, c], [Message.user("a" * 11), b], [c, a, b], []]
+    model = ScriptedModel(["ok"] * len(histories))
+    for history in histories:
+        request = ModelRequest(model="m", messages=history)
+        expected = max(1, len("".join(m.content for m in history)) // 4)
+        assert model.complete(request).usage.input_tokens == expected
+
+
 def test_a_callable_step_answers_from_the_request() -> None:
     """A callable script step receives the request it answers."""
     model = ScriptedModel([lambda request: f"echo: {request.messages[-1].content}"])

@@ -331,7 +331,7 @@ def test_runs_filter_by_status_model_prompt_tag_since_and_agent(
     assert ids(prompt=("other", "v1")) == []
     assert ids(tag="nightly") == [old.run_id]
     assert ids(agent="alpha", status="running") == [running.run_id]
-    assert ids(since=new.recorded[0].timestamp) == [running.run_id, new.run_id]
+    assert ids(since=new.recent_events()[0].timestamp) == [running.run_id, new.run_id]
     assert ids(limit=1) == [running.run_id]
 
 

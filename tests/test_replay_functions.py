@@ -42,6 +42,30 @@ def test_a_function_run_replays_identically(ledger: Ledger, agent: str) -> None:
     assert result.events == ledger.run(run_id).event_count
 
 
+@pytest.mark.parametrize("agent", ["triage", "gathered", "threaded", "streamed", "marked"])
+def test_a_function_run_replays_identically_read_two_events_at_a_time(
+    ledger: Ledger, agent: str
+) -> None:
+    """Replay reads the record in pages; calls are served across pages, concurrent ones too."""
+    _, run_id = ledger.record_function(getattr(agents, agent), "Weather in Oslo?")
+    ledger.page_size = 2
+    result = replay_run(ledger, run_id)
+    assert result.identical
+    assert result.events == ledger.run(run_id).event_count >= 4
+
+
+@pytest.mark.parametrize("agent", ["triage", "gathered"])
+def test_a_divergence_is_the_same_whatever_the_page_size(ledger: Ledger, agent: str) -> None:
+    """A changed prompt diverges at the same call, with the same changes, in pages of one."""
+    _, run_id = ledger.record_function(getattr(agents, agent), "Weather in Oslo?")
+    agents.SYSTEM = "You are a chatty travel assistant."
+    whole = replay_run(ledger, run_id, raise_on_divergence=False).divergence
+    ledger.page_size = 1
+    paged = replay_run(ledger, run_id, raise_on_divergence=False).divergence
+    assert whole is not None
+    assert paged == whole
+
+
 def test_concurrent_calls_replay_in_their_recorded_completion_order(ledger: Ledger) -> None:
     """The gathered calls completed in reverse start order; replay puts each at its position."""
     _, run_id = ledger.record_function(agents.gathered, "q")

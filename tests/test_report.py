@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -389,6 +390,33 @@ def test_a_growing_conversation_keeps_the_page_linear() -> None:
         return len(render_report(build_report(ledger, run_id)))
 
     assert size(80) < 2.2 * size(40)
+
+
+def test_a_long_conversation_is_read_in_a_few_queries_not_node_by_node() -> None:
+    """A page of 60 calls over one growing history reads its blobs in batches, not one by one."""
+    ledger, run_id = conversation_run(60)
+    whole = render_report(build_report(ledger, run_id))
+    batches: list[int] = []
+    singles: list[str] = []
+    blobs, blob = ledger.blobs, ledger.blob
+
+    def batch(refs: Any) -> dict[str, Any]:
+        batches.append(len(refs))
+        return blobs(refs)
+
+    def single(ref: str) -> Any:
+        singles.append(ref)
+        return blob(ref)
+
+    ledger.blobs = batch  # type: ignore[method-assign]
+    ledger.blob = single  # type: ignore[method-assign]
+    try:
+        assert render_report(build_report(ledger, run_id)) == whole
+    finally:
+        del ledger.blobs, ledger.blob
+    assert singles == []
+    assert len(batches) <= 6  # breadth-first chains (two per call) and the other blobs
+    assert sum(batches) >= 120
 
 
 def test_a_long_message_is_cut_with_the_whole_text_in_a_closed_details() -> None:

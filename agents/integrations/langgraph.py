@@ -1183,10 +1183,13 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         recorder = thread.recorder
         if recorder is None:
             return
-        for record in recorder.recorded:
-            if record.position > thread.position:
+        newer = recorder.recent_events(after=thread.position)
+        if newer and newer[0].position > thread.position + 1:  # more than the recorder keeps
+            upto = newer[0].position - 1
+            for record in self.ledger.iter_events(thread.run_id, after=thread.position, upto=upto):
                 thread.fold(record)
-        recorder.recorded.clear()
+        for record in newer:
+            thread.fold(record)
         if thread.closed:
             thread.recorder = None
 

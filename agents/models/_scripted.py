@@ -99,6 +99,7 @@ class ScriptedModel:
         self._function: AnswerFunction | None = script if callable(script) else None
         self._next_call = 1
         self._chunk_interval_ms = chunk_interval_ms
+        self._prompt_seen: tuple[list[Message], int] = ([], 0)
         self.requests: list[ModelRequest] = []
 
     @property
@@ -202,12 +203,14 @@ class ScriptedModel:
             msg = f"{self._name} was scripted a {message.role!r} message; answers are assistant"
             raise TypeError(msg)
         message = self._number_calls(message)
-        prompt = "".join(m.content for m in request.messages)
         said = message.content + "".join(c.name + c.arguments_json() for c in message.tool_calls)
         return ModelResponse(
             message=message,
             finish_reason="tool_calls" if message.tool_calls else "stop",
-            usage=Usage(input_tokens=estimate_tokens(prompt), output_tokens=estimate_tokens(said)),
+            usage=Usage(
+                input_tokens=max(1, self._prompt_chars(request.messages) // 4),
+                output_tokens=estimate_tokens(said),
+            ),
             model=request.model or self._name,
             provider=PROVIDER,
             cost_usd=0.0,
@@ -216,6 +219,22 @@ class ScriptedModel:
             raw_id=f"scripted-{len(self.requests)}",
             raw_finish_reason="tool_calls" if message.tool_calls else "stop",
         )
+
+    def _prompt_chars(self, messages: list[Message]) -> int:
+        """The characters of the prompt's contents: those of the last prompt plus what is new.
+
+        A conversation re-sends its history with every call; counting only the messages after
+        the shared prefix (the same message objects: one C-level comparison) keeps a long run's
+        estimate linear in its length. The count equals ``len("".join(contents))``.
+        """
+        seen, chars = self._prompt_seen
+        known = len(seen)
+        if len(messages) >= known and messages[:known] == seen:
+            chars += sum(len(m.content) for m in messages[known:])
+        else:
+            chars = sum(len(m.content) for m in messages)
+        self._prompt_seen = (list(messages), chars)
+        return chars
 
     def _number_calls(self, message: Message) -> Message:
         """Give every tool call without an id the next deterministic one (`call_N`)."""

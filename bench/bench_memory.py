@@ -1,0 +1,126 @@
+"""Bounded memory: record, verify, replay and export a 100k-event library run in bounded RSS.
+
+The run is recorded with the library API (``Ledger.record_function``: the function calls
+``run.model_call``, ``run.tool`` and ``run.delta``), four events a turn, a conversation of eight
+turns per task (each call re-sends its task's history, stored once as message nodes). Each phase
+runs in a fresh process on the same SQLite file: the figure is the process's peak RSS above its
+RSS right after its imports (``resource.getrusage`` ``ru_maxrss``), so what the phase holds of
+the run is what shows. Target: <= 40 MB above post-import RSS for each phase, at any run length.
+``--quick`` records 10k events. ``python -m bench --only memory``. Measured before the bounded
+recorder, paged export and paged replay (same 100k run): record 130 MB, replay 234 MB, export
+289 MB; verify (233 MB) still reads the whole run (its streaming belongs to ``ledger/_verify.py``).
+
+The rows: record (``record_function``), verify (``Ledger.verify(run_id)``), replay
+(``replay_run``: the function re-executed against the record) and export (``export_run`` to a
+JSONL file).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EVENTS, QUICK_EVENTS = 100_000, 10_000
+TARGET_MB = 40.0
+TURNS_PER_TASK = 8
+PHASES = ("record", "verify", "replay", "export")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def workload(run: Any, turns: int) -> int:
+    """The recorded function: ``turns`` turns of a model call, a tool call and a state delta."""
+    system = {"role": "system", "content": "You plan deliveries. Be brief. " * 4}
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        task, step = divmod(turn, TURNS_PER_TASK)
+        if step == 0:
+            history = [system, {"role": "user", "content": f"Task {task}: route the parcels."}]
+        said = f"Step {step} of task {task}: look up stop {turn}."
+        answer = {"role": "assistant", "content": said}
+        run.model_call(
+            provider="scripted",
+            model="planner-1",
+            messages=history,
+            response=answer,
+            usage={"input_tokens": 40 + 12 * step, "output_tokens": 12},
+        )
+        result = {"stop": turn, "eta_min": turn % 37, "note": "clear road " * 3}
+        run.tool("lookup_stop", {"stop": turn}, result=result)
+        run.delta({"stops": {str(turn): {"eta_min": turn % 37}}, "task": task})
+        history = [*history, answer, {"role": "user", "content": json.dumps(result)}]
+    return turns
+
+
+def _rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def phase(name: str, db: str, turns: int) -> dict[str, Any]:
+    """Run one phase in this process; its peak RSS above the RSS after imports, in MB."""
+    from agentledger.ledger import Ledger
+    from agentledger.replay import replay_run
+
+    base = _rss_mb()  # after the imports, before the ledger is opened
+    with Ledger.open(f"sqlite:///{db}") as ledger:
+        if name == "record":
+            _, run_id = ledger.record_function(workload, turns, agent="memory-bench")
+            detail: Any = ledger.run(run_id).event_count
+        else:
+            run_id = ledger.run_ids()[0]
+            if name == "verify":
+                detail = ledger.verify(run_id).ok
+            elif name == "replay":
+                detail = replay_run(ledger, run_id).identical
+            else:
+                detail = ledger.export_run(run_id, Path(db).with_suffix(".jsonl"))
+        return {"phase": name, "mb": round(_rss_mb() - base, 1), "detail": detail}
+
+
+def _measure(name: str, db: str, turns: int) -> dict[str, Any]:
+    code = (
+        "import json, sys; from bench.bench_memory import phase; "
+        f"print(json.dumps(phase({name!r}, {db!r}, {turns})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        msg = f"the {name} phase failed:\n{done.stderr}"
+        raise RuntimeError(msg)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Record, verify, replay and export one run, each in a fresh process; MB above imports."""
+    events = QUICK_EVENTS if quick else EVENTS
+    turns = events // 4
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="agentledger-memory-") as folder:
+        db = str(Path(folder) / "run.db")
+        for name in PHASES:
+            found = _measure(name, db, turns)
+            if name == "record":
+                events = int(found["detail"])
+            elif found["detail"] is False:
+                msg = f"the {name} phase did not succeed: {found}"
+                raise AssertionError(msg)
+            rows.append(
+                {
+                    "name": f"{name} a library run of {events:,} events: peak RSS above imports",
+                    "value": found["mb"],
+                    "baseline": TARGET_MB,
+                    "ratio": round(found["mb"] / TARGET_MB, 3),
+                    "target": 1.0,
+                    "unit": "MB",
+                    "higher_is_better": False,
+                    "note": "baseline = the 40 MB budget; SQLite file; a fresh process per phase",
+                }
+            )
+    return rows
