@@ -51,9 +51,11 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
+RUN_TAGS_BY_RUN_DDL = "CREATE INDEX IF NOT EXISTS agentledger_run_tags_run ON {tags} (run_id)"
+"""Listing N runs reads their tags by run id: without this index, a scan of every tag row."""
 ENTRY_RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentledger_entry_runs (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
 )
@@ -324,6 +326,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
+            RUN_TAGS_BY_RUN_DDL.format(tags="agentledger_run_tags"),
             ENTRY_RUNS_DDL,
         ]
         statements += LOG_TABLES_SQLITE

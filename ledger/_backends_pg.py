@@ -32,6 +32,7 @@ from agentledger.ledger._backends import (
     _TOTALS_KINDS,
     _TOTALS_SET,
     EVENTS_TABLE,
+    RUN_TAGS_BY_RUN_DDL,
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
     _filter_sql,
@@ -91,9 +92,14 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 for name, kind in _TOTALS_DDL
             ),
             SQL(
+                "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON {} "
+                "(started_at DESC, run_id)"
+            ).format(self._runs),
+            SQL(
                 "CREATE TABLE IF NOT EXISTS {} (tag TEXT NOT NULL, run_id TEXT NOT NULL, "
                 "PRIMARY KEY (tag, run_id))"
             ).format(self._tags),
+            SQL(RUN_TAGS_BY_RUN_DDL).format(tags=self._tags),
             SQL("CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY)").format(self._entries),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
