@@ -243,6 +243,32 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             }
 
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[StoredEvent]:
+        """Every run's events ordered by run id then position: up to `limit` after `after`.
+
+        Keyset paging on the events' primary key (one index range scan a page).
+        """
+        events = SQL("{}.{}").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name)
+        )
+        select = "SELECT originator_id, originator_version, topic, state FROM {} "
+        order = "ORDER BY originator_id, originator_version LIMIT %s"
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if after is None:
+                curs.execute(SQL(select + order).format(events), (limit,))
+            else:
+                keyset = "WHERE (originator_id, originator_version) > (%s, %s) "
+                curs.execute(SQL(select + keyset + order).format(events), (*after, limit))
+            return [
+                StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]
+
     def setting(self, name: str, value: str) -> str:
         """The ledger's setting ``name``, stored as ``value`` first when it has none."""
         with self.datastore.transaction(commit=True) as curs:

@@ -38,7 +38,8 @@ from agentledger.ledger._records import (
 )
 from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_URL, Store, open_store
-from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
+from agentledger.ledger._verify import VerifyReport, forks_past_end
+from agentledger.ledger._verify_pages import VERIFY_PAGE, PagedVerify
 from agentledger.ledger.errors import (
     ConcurrencyError,
     CorruptBlobError,
@@ -741,8 +742,13 @@ class Ledger:
         *,
         checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         verifier_keys: Sequence[str] = (),
+        page_size: int = VERIFY_PAGE,
     ) -> VerifyReport:
         """Recompute every hash (one run, or all) and report what is broken, by run and position.
+
+        Reads `page_size` events a query (every run at once in key order, or one run by
+        position range) and keeps only each run's chain head and a few facts between pages, so
+        memory does not grow with the length of a run.
 
         With `checkpoint` (a signed checkpoint's text, a checkpoint file, a directory of
         published checkpoints, or a list of them) and the `verifier_keys` that sign them, also
@@ -756,36 +762,25 @@ class Ledger:
         tail that took the end event with it, under an index row rewritten to match, cannot be
         told from a run still recording (see `agentledger.ledger._verify`).
         """
-        report = VerifyReport()
-        ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
-        indexed = {info.run_id for info in self.runs()} if run_id is None else set()
-        starts: list[RecordedEvent] = []  # RunStarted of each run: forks name their parent's
-        ends: dict[str, int] = {}  # position, which must not lie past the parent's last event
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise UsageError(f"verify: page_size must be a whole number >= 1, got {page_size!r}")
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
-        for rid in ids:
-            records, unreadable = self._read_events(rid, tolerant=True)
+        paged = PagedVerify(self._store.recorder, self._blobs_for_verify, page_size, hashes)
+        if run_id:
+            rid = str(self._uuid(run_id))
             info = self._store.recorder.get_run(rid)
-            recomputed = hashes.setdefault(rid, {}) if hashes is not None else None
-            report.merge(
-                verify_run(
-                    rid,
-                    records,
-                    self._blobs_for_verify,
-                    info,
-                    unreadable=unreadable,
-                    indexed=True,
-                    recomputed=recomputed,
-                )
-            )
-            starts += records[:1]
-            ends[rid] = records[-1].position if records else 0
-        for rid in sorted(indexed - set(ids)):
-            info = self.run(rid)
-            report.merge(verify_run(rid, [], self._blobs_for_verify, info, indexed=True))
-        if run_id:  # the runs started from this one, as the index lists them
-            children = [i.run_id for i in self.runs() if i.parent_run_id == ids[0]]
-            starts += [r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]]
-        report.problems += forks_past_end(starts, ends)
+            paged.one_run(rid, info)
+            if info is None and not paged.starts:
+                raise UnknownRunError(run_id)
+            # the runs started from this one, as the index lists them
+            children = [i.run_id for i in self.runs() if i.parent_run_id == rid]
+            paged.starts += [
+                r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]
+            ]
+        else:
+            paged.every_run({info.run_id: info for info in self.runs()})
+        report = paged.report
+        report.problems += forks_past_end(paged.starts, paged.ends)
         if checkpoint is not None:
             from agentledger.ledger._checkpoints import verify_checkpoints
 
