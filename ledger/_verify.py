@@ -336,7 +336,7 @@ class _Chain:
         canonical: bytes | None = None
         try:
             recomputed, canonical = parsed_event_hash(
-                run_id,
+                record.run_id,
                 position,
                 record.kind,
                 record.version,
