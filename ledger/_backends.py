@@ -48,6 +48,7 @@ __all__ = [
     "LedgerSQLiteConnection",
     "MemoryRecorder",
     "SQLiteRecorder",
+    "ScannedEvent",
 ]
 
 EVENTS_TABLE = "agentledger_events"
@@ -66,6 +67,9 @@ SETTINGS_DDL = (
 )
 """The ledger's own settings (the salt of the redaction policy's ``hash`` action): written once,
 never part of an event, a blob or an export."""
+ScannedEvent = tuple[Any, int, str, bytes]
+"""A stored event as `LedgerRecorder.scan_events` gives it: run id as stored, position, kind,
+state."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -107,12 +111,12 @@ class LedgerRecorder(Protocol):
         """eventsourcing: the last notification id."""
         ...
 
-    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> Sequence[StoredEvent]:
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> Sequence[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`.
 
-        `after` is the ``(originator_id, originator_version)`` of the last event of the
-        previous page, as this method returned it (None for the first page). One query a page
-        however many runs it spans (what `Ledger.verify` reads).
+        Each is ``(originator_id, originator_version, topic, state)``, the id as stored; `after`
+        is the first two of the last event of the previous page (None for the first page). One
+        query a page however many runs it spans (what `Ledger.verify` reads).
         """
         ...
 
@@ -490,7 +494,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                     )
         return found
 
-    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[StoredEvent]:
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`.
 
         Keyset paging on the events' primary key; the run id is as stored (32 hex digits).
@@ -505,15 +509,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 "ORDER BY originator_id, originator_version LIMIT ?",
                 params,
             )
-            return [
-                StoredEvent(
-                    originator_id=row[0],
-                    originator_version=row[1],
-                    topic=row[2],
-                    state=bytes(row[3]),
-                )
-                for row in c.fetchall()
-            ]
+            return [(row[0], row[1], row[2], bytes(row[3])) for row in c.fetchall()]
 
     def setting(self, name: str, value: str) -> str:
         """The ledger's setting ``name``, stored as ``value`` first when it has none.
@@ -663,10 +659,10 @@ class MemoryRecorder(POPOApplicationRecorder):
                 )
         return ids
 
-    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[StoredEvent]:
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`."""
         start = None if after is None else (str(after[0]), after[1])
-        found: list[StoredEvent] = []
+        found: list[ScannedEvent] = []
         with self._database_lock:
             for key in sorted(k for k, rows in self._stored_events_index.items() if rows):
                 if start is not None and key < start[0]:
@@ -675,7 +671,8 @@ class MemoryRecorder(POPOApplicationRecorder):
                 for position in sorted(index):
                     if start is not None and (key, position) <= start:
                         continue
-                    found.append(self._stored_events[index[position]])
+                    event = self._stored_events[index[position]]
+                    found.append((key, position, event.topic, event.state))
                     if len(found) == limit:
                         return found
         return found

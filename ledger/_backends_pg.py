@@ -23,6 +23,7 @@ from agentledger.ledger._backends import (
     EVENTS_TABLE,
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
+    ScannedEvent,
     _filter_sql,
     _row_to_info,
     _run_insert_params,
@@ -243,7 +244,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 for row in curs.fetchall()
             }
 
-    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[StoredEvent]:
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`.
 
         Keyset paging on the events' primary key (one index range scan a page).
@@ -260,12 +261,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 keyset = "WHERE (originator_id, originator_version) > (%s, %s) "
                 curs.execute(SQL(select + keyset + order).format(events), (*after, limit))
             return [
-                StoredEvent(
-                    originator_id=row["originator_id"],
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
+                (row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
                 for row in curs.fetchall()
             ]
 

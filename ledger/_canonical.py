@@ -366,15 +366,16 @@ def canonical_json_of_parsed(value: Any) -> bytes:
     `json.dumps`' output: NaN or Infinity (the encoder refuses them), a lone surrogate (UTF-8
     refuses it), a float RFC 8785 writes unlike Python (integral, or with an exponent), a key
     outside the BMP (sorted differently), or nesting that may pass `MAX_NESTING` (at least that
-    many brackets). Any of these goes to `canonical_json`, which decides exactly as it always
-    does, so the bytes (or the error) are the same either way.
+    many opening brackets, so at least twice that many characters). Any of these goes to
+    `canonical_json`, which decides exactly as it always does, so the bytes (or the error) are
+    the same either way.
     """
     try:
         text = _encode_parsed(value)
     except (TypeError, ValueError, RecursionError):
         return canonical_json(value)
     if (
-        text.count("[") + text.count("{") >= MAX_NESTING
+        (len(text) >= 2 * MAX_NESTING and text.count("[") + text.count("{") >= MAX_NESTING)
         or (".0" in text and _INTEGRAL_FLOAT.search(text) is not None)
         or (("e-" in text or "e+" in text) and _EXPONENT.search(text) is not None)
         or (not text.isascii() and _NON_BMP.search(text) is not None)

@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._hashing import GENESIS, parsed_event_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
-from agentledger.ledger._verify_blobs import BlobCheck, BlobLookup, blob_refs_in, refs_in_canonical
+from agentledger.ledger._verify_blobs import (
+    BlobCheck,
+    BlobLookup,
+    RunBlobs,
+    blob_refs_in,
+    refs_in_canonical,
+)
 
 if TYPE_CHECKING:
     from agentledger.ledger._tlog import CheckpointCheck, LogProblem
@@ -166,9 +172,10 @@ class RunVerifier:
 
     Keeps only what later pages need, so memory does not grow with the run: the chain's head,
     the run's first, last and end events, the usage sums, and the problems found. Blobs are
-    checked page by page (`BlobCheck`); their problems follow the runs index's, as in
-    `verify_run`. Where an event's stored link points elsewhere, the report names the position
-    its predecessor is stored at; that takes a map of where each stored hash is (`origins`).
+    checked page by page (`check_blobs`, for several runs at once); their problems follow the
+    runs index's, as in `verify_run`. Where an event's stored link points elsewhere, the report
+    names the position its predecessor is stored at; that takes a map of where each stored hash
+    is (`origins`).
     Without one (a first pass), the hashes such a report needs are collected in
     `needs_origins`: when it is not empty, feed the run again to a verifier given where those
     hashes are stored (a broken run costs up to three passes, an intact one one).
@@ -188,7 +195,8 @@ class RunVerifier:
 
         self.report = VerifyReport(runs_checked=1)
         self._blobs = blobs
-        blobs.start_run()
+        self.blobs = RunBlobs(self._blob_problem)
+        """The refs this run's events named since its blobs were last checked (`check_blobs`)."""
         self._info = info
         self._indexed = indexed
         self._chain = _Chain(run_id, origins, recomputed=recomputed)
@@ -208,7 +216,7 @@ class RunVerifier:
         """Check the next page of the run's events (`unreadable` as in `verify_run`)."""
         problems, chain, run, info = self.report.problems, self._chain, self._run, self._info
         run_id = chain.run_id
-        first_use: dict[str, int] = {}
+        first_use = self.blobs.pending
         pairs: list[tuple[str, dict[str, Any]]] = []
         for record in records:
             position = record.position
@@ -239,10 +247,20 @@ class RunVerifier:
         self.report.events_checked += len(records)
         if pairs:
             run.totals = run.totals.plus(RunTotals.of(pairs))
-        self.report.blobs_checked += self._blobs.check(first_use, self._blob_problem)
+
+    def check_blobs(self, others: Sequence[RunVerifier] = ()) -> None:
+        """Check the blobs this run (and `others`, in one go) named since the last check.
+
+        Call it after each page, so that what waits for checking stays bounded; `finish` checks
+        what is left.
+        """
+        runs = [self, *others]
+        self.report.blobs_checked += self._blobs.check([r.blobs for r in runs])
 
     def finish(self) -> VerifyReport:
         """Check the runs index against what was fed, and return the report."""
+        if self.blobs.pending:
+            self.check_blobs()
         if self._info is not None or self._indexed:
             _check_index(self._run, self._info, self.report.problems)
         self.report.problems += self._blob_problems

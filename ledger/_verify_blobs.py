@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentledger.ledger._canonical import canonical_json_of_parsed, loads
 from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
 
-__all__ = ["BlobCheck", "BlobLookup", "blob_refs_in", "refs_in_canonical"]
+__all__ = ["BlobCheck", "BlobLookup", "RunBlobs", "blob_refs_in", "refs_in_canonical"]
 
 BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes | CorruptBlobError]]
 """Canonical bytes by ref for the refs that exist; a blob that does not unpack as its error."""
@@ -84,64 +85,93 @@ def refs_in_canonical(data: bytes, value: Any) -> list[str]:
     return found
 
 
-class BlobCheck:
-    """Re-hashes blobs by ref and follows the refs inside them, for one run after another.
+class _Remembered:
+    """Refs found intact, in two generations of at most `size` each (the older is dropped)."""
 
-    A blob found intact is remembered (in two bounded generations of `CACHE_SIZE`), so a blob
-    that many events or runs name is re-hashed once while it stays remembered. A broken blob is
-    remembered too and reported in every run that names it, once per run. Once any blob was
-    found broken, an intact blob may still name a broken one, so the cache then serves one run
-    at a time (`start_run` empties it): each run's blobs are followed again, and each run that
-    reaches the broken blob reports it.
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._recent: set[str] = set()
+        self._older: set[str] = set()
+
+    def hit(self, ref: str) -> bool:
+        if ref in self._recent:
+            return True
+        if ref in self._older:
+            self.add(ref)
+            return True
+        return False
+
+    def add(self, ref: str) -> None:
+        if len(self._recent) >= self._size:
+            self._older, self._recent = self._recent, set()
+        self._recent.add(ref)
+
+
+@dataclass
+class RunBlobs:
+    """One run's side of the blob check: the refs named since the last check, and reports.
+
+    `pending` maps each ref to the position of its first use on the page; `report` receives
+    each broken blob the run reaches, once per run.
+    """
+
+    report: Report
+    pending: dict[str, int] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
+    own: _Remembered | None = None
+    """This run's own cache, used once some blob was found broken (see `BlobCheck`)."""
+
+
+class BlobCheck:
+    """Re-hashes blobs by ref and follows the refs inside them, for many runs at once.
+
+    `check` takes the refs several runs named (a page's worth) and reads them level by level,
+    one lookup per level for all the runs. A blob found intact is remembered (two bounded
+    generations of `CACHE_SIZE`), so a blob that many events or runs name is re-hashed once
+    while it stays remembered. A broken blob is remembered too and reported in every run that
+    reaches it, once per run. Once any blob was found broken, an intact blob may name a broken
+    one, so the shared cache is no longer trusted: each run then follows its blobs again with
+    a cache of its own, and each run that reaches the broken blob reports it.
     """
 
     def __init__(self, lookup: BlobLookup, *, cache_size: int = CACHE_SIZE) -> None:
         self._lookup = lookup
         self._cache_size = cache_size
-        self._recent: set[str] = set()
-        self._older: set[str] = set()
+        self._intact = _Remembered(cache_size)
         self._broken: dict[str, tuple[BlobReason, str]] = {}
-        self._reported: set[str] = set()
 
-    def start_run(self) -> None:
-        """Begin the next run: each broken blob is reported again in the run that names it."""
-        self._reported = set()
-        if self._broken:
-            self._recent, self._older = set(), set()
+    def check(self, runs: Sequence[RunBlobs]) -> int:
+        """Check the blobs each run named (its `pending`, emptied) and every blob they name.
 
-    def _known_intact(self, ref: str) -> bool:
-        if ref in self._recent:
-            return True
-        if ref in self._older:
-            self._remember(ref)
-            return True
-        return False
-
-    def _remember(self, ref: str) -> None:
-        if len(self._recent) >= self._cache_size:
-            self._older, self._recent = self._recent, set()
-        self._recent.add(ref)
-
-    def _broken_at(self, ref: str, position: int, report: Report) -> None:
-        if ref not in self._reported:
-            self._reported.add(ref)
-            reason, detail = self._broken[ref]
-            report(position, reason, detail)
-
-    def check(self, first_use: dict[str, int], report: Report) -> int:
-        """Check the blobs named at `first_use` (ref to position) and every blob they name.
-
-        A broken one is reported at the position of its first use. Returns how many blobs were
-        re-hashed (those remembered intact are not).
+        A broken one is reported to each run reaching it, at the position of its first use
+        there. Returns how many blobs were re-hashed (those remembered intact are not).
         """
+        checked = 0
+        if not self._broken:
+            named: dict[str, int] = {}
+            for run in runs:
+                named.update(run.pending)
+            checked += self._walk(named, self._intact, None)
+        for run in runs:
+            if run.pending:
+                cache = self._intact
+                if self._broken:
+                    run.own = run.own or _Remembered(self._cache_size)
+                    cache = run.own
+                checked += self._walk(run.pending, cache, run)
+                run.pending = {}
+        return checked
+
+    def _walk(self, first_use: dict[str, int], cache: _Remembered, run: RunBlobs | None) -> int:
+        """Follow `first_use`'s refs level by level; report broken ones to `run` (if any)."""
         checked = 0
         frontier = list(first_use)
         while frontier:
             wanted: list[str] = []
             for ref in dict.fromkeys(frontier):
                 if ref in self._broken:
-                    self._broken_at(ref, first_use[ref], report)
-                elif not self._known_intact(ref):
+                    self._reach(run, ref, first_use[ref])
+                elif not cache.hit(ref):
                     wanted.append(ref)
             frontier = []
             if not wanted:
@@ -149,16 +179,22 @@ class BlobCheck:
             found = self._lookup(wanted)
             for ref in wanted:
                 checked += 1
-                content = self._verdict(ref, found.get(ref))
+                inner = self._verdict(ref, found.get(ref))
                 if ref in self._broken:
-                    self._broken_at(ref, first_use[ref], report)
+                    self._reach(run, ref, first_use[ref])
                     continue
-                self._remember(ref)
-                for inner in content:
-                    if inner not in first_use:
-                        first_use[inner] = first_use[ref]
-                    frontier.append(inner)
+                cache.add(ref)
+                for child in inner:
+                    if child not in first_use:
+                        first_use[child] = first_use[ref]
+                    frontier.append(child)
         return checked
+
+    def _reach(self, run: RunBlobs | None, ref: str, position: int) -> None:
+        if run is not None and ref not in run.reported:
+            run.reported.add(ref)
+            reason, detail = self._broken[ref]
+            run.report(position, reason, detail)
 
     def _verdict(self, ref: str, data: bytes | CorruptBlobError | None) -> list[str]:
         """The refs inside an intact blob; a broken one goes to ``_broken`` instead."""

@@ -13,9 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-
-from agentledger.ledger._backends import LedgerRecorder
+from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
 from agentledger.ledger._records import RecordedEvent, RunInfo
 from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport
 from agentledger.ledger._verify_blobs import BlobLookup
@@ -31,16 +29,16 @@ Page = tuple[list[RecordedEvent], dict[int, str]]
 """A page of one run's events, decoded, and the reasons of those that would not decode."""
 
 
-def decode_page(run_id: str, stored: Sequence[StoredEvent]) -> Page:
+def decode_page(run_id: str, rows: Sequence[ScannedEvent]) -> Page:
     """Decode stored events; one that does not decode becomes a stand-in and its reason."""
     records: list[RecordedEvent] = []
     unreadable: dict[int, str] = {}
-    for s in stored:
+    for _, position, kind, state in rows:
         try:
-            records.append(RecordedEvent.from_state(run_id, s.originator_version, s.topic, s.state))
+            records.append(RecordedEvent.from_state(run_id, position, kind, state))
         except CorruptEventError as e:
-            unreadable[s.originator_version] = e.detail
-            records.append(RecordedEvent.unreadable(run_id, s.originator_version, s.topic))
+            unreadable[position] = e.detail
+            records.append(RecordedEvent.unreadable(run_id, position, kind))
     return records, unreadable
 
 
@@ -86,27 +84,31 @@ class PagedVerify:
         while True:
             stored = self._recorder.select_events(uuid, gt=after or None, limit=self._page_size)
             if stored:
-                yield decode_page(run_id, stored)
+                rows = [(None, s.originator_version, s.topic, s.state) for s in stored]
+                yield decode_page(run_id, rows)
             if len(stored) < self._page_size:
                 return
             after = stored[-1].originator_version
 
-    def scan_pages(self) -> Iterator[tuple[str, Page]]:
+    def scan_pages(self) -> Iterator[list[tuple[str, Page]]]:
         """Every run's events in run id then position order, a page at a time, split by run."""
         after: tuple[Any, int] | None = None
         while True:
             stored = self._recorder.scan_events(after, self._page_size)
+            slices: list[tuple[str, Page]] = []
             start = 0
             for end in range(1, len(stored) + 1):
-                if end < len(stored) and stored[end].originator_id == stored[start].originator_id:
+                if end < len(stored) and stored[end][0] == stored[start][0]:
                     continue
-                run_id = _run_key(stored[start].originator_id)
+                run_id = _run_key(stored[start][0])
                 if run_id is not None:
-                    yield run_id, decode_page(run_id, stored[start:end])
+                    slices.append((run_id, decode_page(run_id, stored[start:end])))
                 start = end
+            if slices:
+                yield slices
             if len(stored) < self._page_size:
                 return
-            after = (stored[-1].originator_id, stored[-1].originator_version)
+            after = stored[-1][:2]
 
     def one_run(self, run_id: str, info: RunInfo | None) -> None:
         """Verify one run (its runs-index row `info`)."""
@@ -115,18 +117,30 @@ class PagedVerify:
         for records, unreadable in self.run_pages(run_id):
             self._note(run_id, records)
             verifier.feed(records, unreadable)
+            verifier.check_blobs()
         self._finish(verifier, run_id, info)
 
     def every_run(self, infos: Mapping[str, RunInfo]) -> None:
-        """Verify every run with events, then every runs-index row (`infos`) without any."""
+        """Verify every run with events, then every runs-index row (`infos`) without any.
+
+        The blobs a page's runs name are checked together after the page (one lookup per
+        level of references for all of them); a run is finished once a page shows its end.
+        """
         current: tuple[str, RunVerifier] | None = None
-        for run_id, (records, unreadable) in self.scan_pages():
-            if current is None or current[0] != run_id:
-                if current is not None:
-                    self._finish(current[1], current[0], infos.get(current[0]))
-                current = (run_id, self._verifier(run_id, infos.get(run_id)))
-            self._note(run_id, records)
-            current[1].feed(records, unreadable)
+        for slices in self.scan_pages():
+            touched: list[RunVerifier] = []
+            done: list[tuple[str, RunVerifier]] = []
+            for run_id, (records, unreadable) in slices:
+                if current is None or current[0] != run_id:
+                    if current is not None:
+                        done.append(current)
+                    current = (run_id, self._verifier(run_id, infos.get(run_id)))
+                self._note(run_id, records)
+                current[1].feed(records, unreadable)
+                touched.append(current[1])
+            touched[0].check_blobs(touched[1:])
+            for run_id, verifier in done:
+                self._finish(verifier, run_id, infos.get(run_id))
         if current is not None:
             self._finish(current[1], current[0], infos.get(current[0]))
         for run_id in sorted(set(infos) - self._seen):
@@ -164,4 +178,5 @@ class PagedVerify:
             verifier = self._verifier(run_id, info, origins)
             for records, unreadable in self.run_pages(run_id):
                 verifier.feed(records, unreadable)
+                verifier.check_blobs()
         self.report.merge(verifier.finish())
