@@ -106,6 +106,7 @@ class VerifyReport:
     runs_checked: int = 0
     events_checked: int = 0
     blobs_checked: int = 0
+    """Blobs re-hashed: each once while verify remembers it intact, however many runs name it."""
     problems: list[Problem] = field(default_factory=list)
     checkpoints: list[CheckpointCheck] = field(default_factory=list)
     """The signed checkpoints checked (``verify(checkpoint=...)``), each with its findings."""

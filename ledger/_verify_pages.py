@@ -143,8 +143,9 @@ class PagedVerify:
                 self._finish(verifier, run_id, infos.get(run_id))
         if current is not None:
             self._finish(current[1], current[0], infos.get(current[0]))
-        for run_id in sorted(set(infos) - self._seen):
-            self._finish(self._verifier(run_id, infos[run_id]), run_id, infos[run_id])
+        for run_id in sorted(set(infos) - self._seen):  # no events: no hashes to record
+            verifier = RunVerifier(run_id, self._blobs, infos[run_id], indexed=True)
+            self._finish(verifier, run_id, infos[run_id])
 
     def _verifier(
         self, run_id: str, info: RunInfo | None, origins: Mapping[str, int] | None = None
