@@ -672,7 +672,7 @@ class MemoryRecorder(POPOApplicationRecorder):
                     if start is not None and (key, position) <= start:
                         continue
                     event = self._stored_events[index[position]]
-                    found.append((key, position, event.topic, event.state))
+                    found.append((event.originator_id, position, event.topic, event.state))
                     if len(found) == limit:
                         return found
         return found
