@@ -176,8 +176,7 @@ class RunVerifier:
     checked page by page (`check_blobs`, for several runs at once); their problems follow the
     runs index's, as in `verify_run`. Where an event's stored link points elsewhere, the report
     names the position its predecessor is stored at; that takes a map of where each stored hash
-    is (`origins`).
-    Without one (a first pass), the hashes such a report needs are collected in
+    is (`origins`). Without one (a first pass), the hashes such a report needs are collected in
     `needs_origins`: when it is not empty, feed the run again to a verifier given where those
     hashes are stored (a broken run costs up to three passes, an intact one one).
     """
@@ -196,7 +195,7 @@ class RunVerifier:
 
         self.report = VerifyReport(runs_checked=1)
         self._blobs = blobs
-        self.blobs = RunBlobs(self._blob_problem)
+        self.named_blobs = RunBlobs(self._blob_problem)
         """The refs this run's events named since its blobs were last checked (`check_blobs`)."""
         self._info = info
         self._indexed = indexed
@@ -217,7 +216,7 @@ class RunVerifier:
         """Check the next page of the run's events (`unreadable` as in `verify_run`)."""
         problems, chain, run, info = self.report.problems, self._chain, self._run, self._info
         run_id = chain.run_id
-        first_use = self.blobs.pending
+        first_use = self.named_blobs.pending
         pairs: list[tuple[str, dict[str, Any]]] = []
         for record in records:
             position = record.position
@@ -256,11 +255,11 @@ class RunVerifier:
         what is left.
         """
         runs = [self, *others]
-        self.report.blobs_checked += self._blobs.check([r.blobs for r in runs])
+        self.report.blobs_checked += self._blobs.check([r.named_blobs for r in runs])
 
     def finish(self) -> VerifyReport:
         """Check the runs index against what was fed, and return the report."""
-        if self.blobs.pending:
+        if self.named_blobs.pending:
             self.check_blobs()
         if self._info is not None or self._indexed:
             _check_index(self._run, self._info, self.report.problems)
