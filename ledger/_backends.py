@@ -48,6 +48,7 @@ __all__ = [
     "LedgerSQLiteConnection",
     "MemoryRecorder",
     "SQLiteRecorder",
+    "ScannedEvent",
 ]
 
 EVENTS_TABLE = "agentledger_events"
@@ -68,6 +69,9 @@ SETTINGS_DDL = (
 )
 """The ledger's own settings (the salt of the redaction policy's ``hash`` action): written once,
 never part of an event, a blob or an export."""
+ScannedEvent = tuple[Any, int, str, bytes]
+"""A stored event as `LedgerRecorder.scan_events` gives it: run id as stored, position, kind,
+state."""
 _PREVIEW = 120
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -107,6 +111,15 @@ class LedgerRecorder(Protocol):
 
     def max_notification_id(self) -> int | None:
         """eventsourcing: the last notification id."""
+        ...
+
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> Sequence[ScannedEvent]:
+        """Every run's events ordered by run id then position: up to `limit` after `after`.
+
+        Each is ``(originator_id, originator_version, topic, state)``, the id as stored; `after`
+        is the first two of the last event of the previous page (None for the first page). One
+        query a page however many runs it spans (what `Ledger.verify` reads).
+        """
         ...
 
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
@@ -484,6 +497,23 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                     )
         return found
 
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
+        """Every run's events ordered by run id then position: up to `limit` after `after`.
+
+        Keyset paging on the events' primary key; the run id is as stored (32 hex digits).
+        """
+        where, params = "", [limit]
+        if after is not None:
+            where, params = "WHERE (originator_id, originator_version) > (?, ?) ", [*after, limit]
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT originator_id, originator_version, topic, state FROM "
+                f"{self.events_table_name} {where}"
+                "ORDER BY originator_id, originator_version LIMIT ?",
+                params,
+            )
+            return [(row[0], row[1], row[2], bytes(row[3])) for row in c.fetchall()]
+
     def setting(self, name: str, value: str) -> str:
         """The ledger's setting ``name``, stored as ``value`` first when it has none.
 
@@ -631,6 +661,24 @@ class MemoryRecorder(POPOApplicationRecorder):
                     tool_latency_ms=after.tool_latency_ms,
                 )
         return ids
+
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
+        """Every run's events ordered by run id then position: up to `limit` after `after`."""
+        start = None if after is None else (str(after[0]), after[1])
+        found: list[ScannedEvent] = []
+        with self._database_lock:
+            for key in sorted(k for k, rows in self._stored_events_index.items() if rows):
+                if start is not None and key < start[0]:
+                    continue
+                index = self._stored_events_index[key]
+                for position in sorted(index):
+                    if start is not None and (key, position) <= start:
+                        continue
+                    event = self._stored_events[index[position]]
+                    found.append((event.originator_id, position, event.topic, event.state))
+                    if len(found) == limit:
+                        return found
+        return found
 
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
         """Return the stored blobs among `refs`."""

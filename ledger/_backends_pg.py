@@ -35,6 +35,7 @@ from agentledger.ledger._backends import (
     RUN_TAGS_BY_RUN_DDL,
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
+    ScannedEvent,
     _filter_sql,
     _row_to_info,
     _run_insert_params,
@@ -370,6 +371,27 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 row["ref"]: BlobRow(row["ref"], row["size"], row["encoding"], bytes(row["data"]))
                 for row in curs.fetchall()
             }
+
+    def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
+        """Every run's events ordered by run id then position: up to `limit` after `after`.
+
+        Keyset paging on the events' primary key (one index range scan a page).
+        """
+        events = SQL("{}.{}").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table_name)
+        )
+        select = "SELECT originator_id, originator_version, topic, state FROM {} "
+        order = "ORDER BY originator_id, originator_version LIMIT %s"
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if after is None:
+                curs.execute(SQL(select + order).format(events), (limit,))
+            else:
+                keyset = "WHERE (originator_id, originator_version) > (%s, %s) "
+                curs.execute(SQL(select + keyset + order).format(events), (*after, limit))
+            return [
+                (row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
+                for row in curs.fetchall()
+            ]
 
     def setting(self, name: str, value: str) -> str:
         """The ledger's setting ``name``, stored as ``value`` first when it has none."""

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_NESTING",
     "MAX_SAFE_INTEGER",
     "canonical_json",
+    "canonical_json_of_parsed",
     "canonical_json_trusted",
     "check_json_native",
     "json_depth",
@@ -324,6 +326,65 @@ def canonical_json_trusted(payload: dict[str, Any]) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return canonical_json(payload)
+
+
+def _refuse_object(value: Any) -> Any:
+    msg = f"{type(value).__name__} is not JSON"
+    raise TypeError(msg)
+
+
+def _parsed_encoder() -> Callable[[Any], str]:
+    """`_FAST_ENCODER.encode` for parsed values, made once.
+
+    A parsed value has no cycles, so the cycle check is off, and the C encoder is called
+    without being rebuilt for each value.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the json C accelerator
+        return json.JSONEncoder(
+            ensure_ascii=False,
+            separators=(",", ":"),
+            sort_keys=True,
+            allow_nan=False,
+            check_circular=False,
+        ).encode
+    encode = make(
+        None, _refuse_object, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+_encode_parsed = _parsed_encoder()
+
+
+def canonical_json_of_parsed(value: Any) -> bytes:
+    """Canonical bytes of a value that `loads` parsed: the JSON-native checks were done by parsing.
+
+    A parsed value holds only str keys, strings, ints within +/-(2^53-1) (`loads` reads larger
+    ones as floats), floats, bools, None, lists and dicts, so the full scan of `canonical_json`
+    is needed only for what parsing lets through, and each of those is seen in (or while making)
+    `json.dumps`' output: NaN or Infinity (the encoder refuses them), a lone surrogate (UTF-8
+    refuses it), a float RFC 8785 writes unlike Python (integral, or with an exponent), a key
+    outside the BMP (sorted differently), or nesting that may pass `MAX_NESTING` (at least that
+    many opening brackets, so at least twice that many characters). Any of these goes to
+    `canonical_json`, which decides exactly as it always does, so the bytes (or the error) are
+    the same either way.
+    """
+    try:
+        text = _encode_parsed(value)
+    except (TypeError, ValueError, RecursionError):
+        return canonical_json(value)
+    if (
+        (len(text) >= 2 * MAX_NESTING and text.count("[") + text.count("{") >= MAX_NESTING)
+        or (".0" in text and _INTEGRAL_FLOAT.search(text) is not None)
+        or (("e-" in text or "e+" in text) and _EXPONENT.search(text) is not None)
+        or (not text.isascii() and _NON_BMP.search(text) is not None)
+    ):
+        return canonical_json(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return canonical_json(value)
 
 
 def _raise_for_surrogate(value: Any, path: str) -> None:

@@ -9,9 +9,14 @@ event_id, prev (hash_{n-1}; 64 zeros for the first) and the payload. A blob's re
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
-from agentledger.ledger._canonical import canonical_json
+from agentledger.ledger._canonical import (
+    MAX_SAFE_INTEGER,
+    canonical_json,
+    canonical_json_of_parsed,
+)
 
 __all__ = [
     "EVENT_DOMAIN",
@@ -20,11 +25,14 @@ __all__ = [
     "envelope_bytes",
     "envelope_hash",
     "hash_envelope_with_payload_bytes",
+    "parsed_event_hash",
 ]
 
 EVENT_DOMAIN = b"agentledger/event/v1\n"
 GENESIS = "0" * 64
 _BLOB_PREFIX = "sha256:"
+_PLAIN = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
+"""Text that JSON writes as it is: no quote, backslash, control character or lone surrogate."""
 
 
 def envelope_bytes(
@@ -85,6 +93,61 @@ def envelope_hash(envelope: dict[str, Any]) -> str:
     """
     body = {key: value for key, value in envelope.items() if key != "hash"}
     return hashlib.sha256(EVENT_DOMAIN + canonical_json(body)).hexdigest()
+
+
+def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
+    run_id: Any,
+    position: Any,
+    kind: Any,
+    version: Any,
+    timestamp: Any,
+    event_id: Any,
+    prev: Any,
+    payload: Any,
+) -> tuple[str, bytes]:
+    """`envelope_hash` of an envelope read back by `loads`, and its payload's canonical bytes.
+
+    The same hash as the general formula, made faster: the payload is encoded without the
+    JSON-native scan (`canonical_json_of_parsed`) and the other fields are written by hand
+    (`envelope_bytes`) when they are what the ledger writes: ints, and strings that need no
+    escaping. Anything else takes `envelope_hash`. Raises `InvalidPayloadError` as it does.
+    """
+    payload_jcs = canonical_json_of_parsed(payload)
+    if (
+        type(position) is int
+        and type(version) is int
+        and -MAX_SAFE_INTEGER <= position <= MAX_SAFE_INTEGER
+        and -MAX_SAFE_INTEGER <= version <= MAX_SAFE_INTEGER
+        and type(run_id) is str
+        and type(kind) is str
+        and type(prev) is str
+        and type(timestamp) is str
+        and type(event_id) is str
+        and _PLAIN.fullmatch(f"{run_id}{kind}{prev}{timestamp}{event_id}") is not None
+    ):
+        data = envelope_bytes(
+            run_id=run_id,
+            position=position,
+            kind=kind,
+            version=version,
+            timestamp=timestamp,
+            event_id=event_id,
+            prev=prev,
+            payload_jcs=payload_jcs,
+        )
+        digest = hashlib.sha256(EVENT_DOMAIN + data).hexdigest()
+        return digest, payload_jcs
+    envelope = {
+        "run_id": run_id,
+        "position": position,
+        "kind": kind,
+        "version": version,
+        "timestamp": timestamp,
+        "event_id": event_id,
+        "prev": prev,
+        "payload": payload,
+    }
+    return envelope_hash(envelope), payload_jcs
 
 
 def blob_ref(content_jcs: bytes) -> str:

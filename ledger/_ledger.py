@@ -49,7 +49,8 @@ from agentledger.ledger._subjects import (
     check_subject,
     sealed_parts,
 )
-from agentledger.ledger._verify import VerifyReport, forks_past_end, verify_run
+from agentledger.ledger._verify import VerifyReport, forks_past_end
+from agentledger.ledger._verify_pages import VERIFY_PAGE, PagedVerify
 from agentledger.ledger.errors import (
     ConcurrencyError,
     CorruptBlobError,
@@ -985,8 +986,13 @@ class Ledger:
         *,
         checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         verifier_keys: Sequence[str] = (),
+        page_size: int = VERIFY_PAGE,
     ) -> VerifyReport:
         """Recompute every hash (one run, or all) and report what is broken, by run and position.
+
+        Reads `page_size` events a query (every run at once in key order, or one run by
+        position range) and keeps only each run's chain head and a few facts between pages, so
+        memory does not grow with the length of a run.
 
         With `checkpoint` (a signed checkpoint's text, a checkpoint file, a directory of
         published checkpoints, or a list of them) and the `verifier_keys` that sign them, also
@@ -1000,54 +1006,34 @@ class Ledger:
         tail that took the end event with it, under an index row rewritten to match, cannot be
         told from a run still recording (see `agentledger.ledger._verify`).
         """
-        report = VerifyReport()
-        ids = [str(self._uuid(run_id))] if run_id else self.run_ids()
-        indexed = {info.run_id for info in self.runs()} if run_id is None else set()
-        starts: list[RecordedEvent] = []  # RunStarted of each run: forks name their parent's
-        ends: dict[str, int] = {}  # position, which must not lie past the parent's last event
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise UsageError(f"verify: page_size must be a whole number >= 1, got {page_size!r}")
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
-        sealed: dict[str, str] = {}
-        for rid in ids:
-            records, unreadable = self._read_events(rid, tolerant=True)
+        paged = PagedVerify(
+            self._store.recorder,
+            self._blobs_for_verify,
+            page_size,
+            hashes,
+            streams=frozenset({ERASURE_STREAM}),
+        )
+        if run_id:
+            rid = str(self._uuid(run_id))
             info = self._store.recorder.get_run(rid)
-            recomputed = hashes.setdefault(rid, {}) if hashes is not None else None
-            report.merge(
-                verify_run(
-                    rid,
-                    records,
-                    self._blobs_for_verify,
-                    info,
-                    unreadable=unreadable,
-                    indexed=True,
-                    recomputed=recomputed,
-                    sealed=sealed,
-                )
-            )
-            starts += records[:1]
-            ends[rid] = records[-1].position if records else 0
-        if run_id is None:  # the erasure stream: a chain like a run's, with no index row
-            records, unreadable = self._read_events(ERASURE_STREAM, tolerant=True, known=False)
-            if records:
-                recomputed = hashes.setdefault(ERASURE_STREAM, {}) if hashes is not None else None
-                stream = verify_run(
-                    ERASURE_STREAM,
-                    records,
-                    self._blobs_for_verify,
-                    unreadable=unreadable,
-                    recomputed=recomputed,
-                )
-                stream.runs_checked = 0
-                report.merge(stream)
-        if sealed:
-            live = self._keys.keys(set(sealed.values()))
-            report.blobs_erased = sum(1 for key_id in sealed.values() if key_id not in live)
-        for rid in sorted(indexed - set(ids)):
-            info = self.run(rid)
-            report.merge(verify_run(rid, [], self._blobs_for_verify, info, indexed=True))
-        if run_id:  # the runs started from this one, as the index lists them
-            children = [i.run_id for i in self.runs() if i.parent_run_id == ids[0]]
-            starts += [r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]]
-        report.problems += forks_past_end(starts, ends)
+            paged.one_run(rid, info)
+            if info is None and not paged.starts:
+                raise UnknownRunError(run_id)
+            # the runs started from this one, as the index lists them
+            children = [i.run_id for i in self.runs() if i.parent_run_id == rid]
+            paged.starts += [
+                r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]
+            ]
+        else:
+            paged.every_run({info.run_id: info for info in self.runs()})
+        report = paged.report
+        report.problems += forks_past_end(paged.starts, paged.ends)
+        if paged.sealed:  # sealed for a data subject: erased once the subject's key is gone
+            live = self._keys.keys(set(paged.sealed.values()))
+            report.blobs_erased = sum(1 for key_id in paged.sealed.values() if key_id not in live)
         if checkpoint is not None:
             from agentledger.ledger._checkpoints import verify_checkpoints
 

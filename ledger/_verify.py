@@ -5,7 +5,8 @@ the hash stored beside it and with the `prev` of the next event; every blob an e
 blob) refers to is re-hashed. The runs index (a row and tags per run, derived data) is checked
 against the events too: agent, status, start and end times, event count, head hash, parent run,
 input preview, tags and the usage totals (tokens, cost, model and tool latency). Problems are
-named by run, position and reason. Must not write.
+named by run, position and reason. A run is fed in pages (`RunVerifier`), keeping only the
+chain's head and a few facts between them, so memory does not grow with the run. Must not write.
 
 What this can and cannot see without a signed checkpoint (the events alone, plus derived data
 that an attacker may not have thought to edit):
@@ -30,23 +31,36 @@ that an attacker may not have thought to edit):
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentledger.ledger._backends import _PREVIEW, _preview
-from agentledger.ledger._canonical import canonical_json, loads
-from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
+from agentledger.ledger._hashing import GENESIS, parsed_event_hash
 from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
-from agentledger.ledger._subjects import is_sealed
+from agentledger.ledger._verify_blobs import (
+    BlobCheck,
+    BlobLookup,
+    RunBlobs,
+    blob_refs_in,
+    refs_in_canonical,
+)
 
 if TYPE_CHECKING:
     from agentledger.ledger._tlog import CheckpointCheck, LogProblem
-from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
+from agentledger.ledger.errors import InvalidPayloadError
 
-__all__ = ["Problem", "Reason", "VerifyReport", "blob_refs_in", "forks_past_end", "verify_run"]
+__all__ = [
+    "BlobCheck",
+    "Problem",
+    "Reason",
+    "RunVerifier",
+    "VerifyReport",
+    "blob_refs_in",
+    "forks_past_end",
+    "verify_run",
+]
 
 Reason = Literal[
     "payload altered",
@@ -92,6 +106,7 @@ class VerifyReport:
     runs_checked: int = 0
     events_checked: int = 0
     blobs_checked: int = 0
+    """Blobs re-hashed: each once while verify remembers it intact, however many runs name it."""
     blobs_erased: int = 0
     """Of the blobs checked, those sealed for a data subject whose key was destroyed (their
     stored bytes still hash to their refs; their content reads as ``[erased]``)."""
@@ -122,37 +137,6 @@ class VerifyReport:
         self.log_problems += other.log_problems
 
 
-_BLOB_REF = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def blob_refs_in(value: Any) -> list[str]:
-    """Blob refs in a payload or blob: values of keys ending ``_ref`` and items of ``_refs``.
-
-    Only values spelled as refs (``sha256:`` and 64 hex digits) are refs: a user's own
-    ``{"doc_ref": "x"}`` in a delta or tool result names no blob. (A catalogue field holding
-    something else fails its schema when written, and its event's hash when altered later.)
-    """
-    found: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                if key.endswith("_ref") and isinstance(inner, str) and _BLOB_REF.fullmatch(inner):
-                    found.append(inner)
-                elif key.endswith("_refs") and isinstance(inner, list):
-                    found.extend(r for r in inner if isinstance(r, str) and _BLOB_REF.fullmatch(r))
-                else:
-                    stack.append(inner)
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
-BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes | CorruptBlobError]]
-"""Canonical bytes by ref for the refs that exist; a blob that does not unpack as its error."""
-
-
 def verify_run(
     run_id: str,
     records: Sequence[RecordedEvent],
@@ -166,38 +150,127 @@ def verify_run(
 ) -> VerifyReport:
     """Verify one run's events (ordered by stored position) and the blobs they refer to.
 
-    `unreadable` maps the positions whose stored bytes did not decode (their records are
-    stand-ins) to the reason: each is reported as an altered payload, and the chain check
-    resumes at the next event. `info` is the run's row in the runs index, checked against the
-    events; with `indexed` (the ledger keeps an index) a missing row is a problem too. Into
-    `recomputed`, when given, go the hashes recomputed from each event's content, by position
-    (what the transparency log's leaves must be; an unreadable event gets 32 zero bytes).
-    Into `sealed`, when given, go the refs of sealed blobs (data subjects') and their key ids.
+    `records` are the events as read back (payloads parsed from JSON). `unreadable` maps the
+    positions whose stored bytes did not decode (their records are stand-ins) to the reason:
+    each is reported as an altered payload, and the chain check resumes at the next event.
+    `info` is the run's row in the runs index, checked against the events; with `indexed` (the
+    ledger keeps an index) a missing row is a problem too. Into `recomputed`, when given, go
+    the hashes recomputed from each event's content, by position (what the transparency log's
+    leaves must be; an unreadable event gets 32 zero bytes). Into `sealed`, when given, go the
+    refs of sealed blobs (data subjects') and their key ids. A run too long to hold in memory
+    is verified page by page with `RunVerifier`, as `Ledger.verify` does.
     """
-    report = VerifyReport(runs_checked=1, events_checked=len(records))
-    problems = report.problems
     unreadable = unreadable or {}
-    chain = _Chain(run_id, {r.hash: r.position for r in records if r.position not in unreadable})
-    chain.recomputed = recomputed
-    ended_at: int | None = None
-    end: RecordedEvent | None = None
-    for record in records:
-        if record.position in unreadable:
-            chain.skip(record.position, unreadable[record.position], problems)
-        else:
-            chain.check(record, problems)
-        if ended_at is not None and record.kind != "RunAnnotated":
-            detail = f"{record.kind} after the run ended at {ended_at}"
-            problems.append(Problem(run_id, record.position, "events after end", detail))
-        if record.kind in {"RunCompleted", "RunFailed"}:
-            ended_at = record.position
-            end = end or record
-            if record.position not in unreadable:
-                _check_terminal(run_id, record, chain.checked_prev, problems)
-    if info is not None or indexed:
-        _check_index(_Run(run_id, records, unreadable, end), info, problems)
-    report.blobs_checked = _check_blobs(run_id, records, blobs, problems, sealed)
-    return report
+    origins = {r.hash: r.position for r in records if r.position not in unreadable}
+    verifier = RunVerifier(
+        run_id,
+        BlobCheck(blobs, sealed=sealed),
+        info,
+        indexed=indexed,
+        recomputed=recomputed,
+        origins=origins,
+    )
+    verifier.feed(records, unreadable)
+    return verifier.finish()
+
+
+class RunVerifier:
+    """Verifies one run from its events fed in pages, in stored order.
+
+    Keeps only what later pages need, so memory does not grow with the run: the chain's head,
+    the run's first, last and end events, the usage sums, and the problems found. Blobs are
+    checked page by page (`check_blobs`, for several runs at once); their problems follow the
+    runs index's, as in `verify_run`. Where an event's stored link points elsewhere, the report
+    names the position its predecessor is stored at; that takes a map of where each stored hash
+    is (`origins`). Without one (a first pass), the hashes such a report needs are collected in
+    `needs_origins`: when it is not empty, feed the run again to a verifier given where those
+    hashes are stored (a broken run costs up to three passes, an intact one one).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        blobs: BlobCheck,
+        info: RunInfo | None = None,
+        *,
+        indexed: bool = False,
+        recomputed: dict[int, bytes] | None = None,
+        origins: Mapping[str, int] | None = None,
+    ) -> None:
+        from agentledger.ledger._export import _IMPORT_BATCH
+
+        self.report = VerifyReport(runs_checked=1)
+        self._blobs = blobs
+        self.named_blobs = RunBlobs(self._blob_problem)
+        """The refs this run's events named since its blobs were last checked (`check_blobs`)."""
+        self._info = info
+        self._indexed = indexed
+        self._chain = _Chain(run_id, origins, recomputed=recomputed)
+        self._run = _Run(run_id, import_batch=_IMPORT_BATCH)
+        self._blob_problems: list[Problem] = []
+        self._sum_totals = info is not None and info.totals is not None
+
+    @property
+    def needs_origins(self) -> set[str]:
+        """The stored hashes whose positions this (first) pass could not name; see the class."""
+        return self._chain.needed
+
+    def _blob_problem(self, position: int, reason: Reason, detail: str) -> None:
+        self._blob_problems.append(Problem(self._chain.run_id, position, reason, detail))
+
+    def feed(self, records: Sequence[RecordedEvent], unreadable: Mapping[int, str]) -> None:
+        """Check the next page of the run's events (`unreadable` as in `verify_run`)."""
+        problems, chain, run, info = self.report.problems, self._chain, self._run, self._info
+        run_id = chain.run_id
+        first_use = self.named_blobs.pending
+        pairs: list[tuple[str, dict[str, Any]]] = []
+        for record in records:
+            position = record.position
+            readable = position not in unreadable
+            if readable:
+                canonical = chain.check(record, problems)
+                payload = record.payload
+                refs = (
+                    blob_refs_in(payload)
+                    if canonical is None
+                    else refs_in_canonical(canonical, payload)
+                )
+                for ref in refs:
+                    first_use.setdefault(ref, position)
+                if self._sum_totals and record.kind in _USAGE_KINDS:
+                    pairs.append((record.kind, payload))
+            else:
+                chain.skip(position, unreadable[position], problems)
+            if run.ended_at is not None and record.kind != "RunAnnotated":
+                detail = f"{record.kind} after the run ended at {run.ended_at}"
+                problems.append(Problem(run_id, position, "events after end", detail))
+            if record.kind in _ENDS:
+                run.ended_at = position
+                run.end = run.end or record
+                if readable:
+                    _check_terminal(run_id, record, chain.checked_prev, problems)
+            run.note(record, readable, info)
+        self.report.events_checked += len(records)
+        if pairs:
+            run.totals = run.totals.plus(RunTotals.of(pairs))
+
+    def check_blobs(self, others: Sequence[RunVerifier] = ()) -> None:
+        """Check the blobs this run (and `others`, in one go) named since the last check.
+
+        Call it after each page, so that what waits for checking stays bounded; `finish` checks
+        what is left.
+        """
+        runs = [self, *others]
+        self.report.blobs_checked += self._blobs.check([r.named_blobs for r in runs])
+
+    def finish(self) -> VerifyReport:
+        """Check the runs index against what was fed, and return the report."""
+        if self.named_blobs.pending:
+            self.check_blobs()
+        if self._info is not None or self._indexed:
+            _check_index(self._run, self._info, self.report.problems)
+        self.report.problems += self._blob_problems
+        return self.report
 
 
 def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> list[Problem]:
@@ -231,20 +304,30 @@ class _Chain:
     """Walks a run's events in stored order, recomputing each hash and checking each link."""
 
     run_id: str
-    by_stored_hash: dict[str, int]
+    origins: Mapping[str, int] | None
+    """Where each stored hash is, by hash (only those a report needs); None on a first pass."""
     expected: int = 1
     prev: str = GENESIS
     checked_prev: str = GENESIS
     resync: bool = False
     recomputed: dict[int, bytes] | None = None
     last: int = 0
+    needed: set[str] = field(default_factory=set)
+
+    def _origin(self, prev: str) -> int | None:
+        """The position whose stored hash is `prev` (None if none, or not known yet)."""
+        if self.origins is None:
+            self.needed.add(prev)
+            return None
+        return self.origins.get(prev)
 
     def _repeated(self, position: int, problems: list[Problem]) -> None:
         """A position not above the previous row's: the run holds two rows for one event."""
         if position <= self.last:
             detail = f"a row at position {position} follows one at position {self.last}"
             problems.append(Problem(self.run_id, position, "position repeated", detail))
-        self.last = max(self.last, position)
+            return
+        self.last = position
 
     def _gap(self, position: int, problems: list[Problem]) -> bool:
         if position <= self.expected:
@@ -264,32 +347,46 @@ class _Chain:
         self.expected = position + 1
         self.resync = True
 
-    def check(self, record: RecordedEvent, problems: list[Problem]) -> None:
-        """Recompute `record`'s hash and check it against its stored hash and its link."""
-        run_id = self.run_id
-        self._repeated(record.position, problems)
+    def check(self, record: RecordedEvent, problems: list[Problem]) -> bytes | None:
+        """Recompute `record`'s hash and check it against its stored hash and its link.
+
+        Returns the payload's canonical bytes (None when the payload is not JSON-native).
+        """
+        run_id, position = self.run_id, record.position
+        if position <= self.last:
+            self._repeated(position, problems)
+        else:
+            self.last = position
+        canonical: bytes | None = None
         try:
-            recomputed = envelope_hash(record.envelope())
+            recomputed, canonical = parsed_event_hash(
+                record.run_id,
+                position,
+                record.kind,
+                record.version,
+                record.timestamp,
+                record.event_id,
+                record.prev,
+                record.payload,
+            )
         except InvalidPayloadError as e:
-            problems.append(Problem(run_id, record.position, "not decodable", str(e)))
+            problems.append(Problem(run_id, position, "not decodable", str(e)))
             recomputed = ""
         if self.recomputed is not None:
-            self.recomputed[record.position] = (
-                bytes.fromhex(recomputed) if recomputed else bytes(32)
-            )
-        origin = self.by_stored_hash.get(record.prev)
-        moved = origin is not None and origin != record.position - 1
-        after_gap = self._gap(record.position, problems) or self.resync
+            self.recomputed[position] = bytes.fromhex(recomputed) if recomputed else bytes(32)
+        after_gap = (position > self.expected and self._gap(position, problems)) or self.resync
         self.resync = False
         if recomputed != record.hash:
-            if moved and not after_gap:
+            origin = None if after_gap else self._origin(record.prev)
+            if origin is not None and origin != record.position - 1:
                 detail = f"its predecessor is stored at position {origin}"
                 problems.append(Problem(run_id, record.position, "events reordered", detail))
             elif recomputed:
                 detail = f"content hashes to {recomputed[:12]}, recorded {record.hash[:12]}"
                 problems.append(Problem(run_id, record.position, "payload altered", detail))
         elif record.prev != self.prev and not after_gap:
-            if moved:
+            origin = self._origin(record.prev)
+            if origin is not None and origin != record.position - 1:
                 detail = f"its predecessor is stored at position {origin}"
                 problems.append(Problem(run_id, record.position, "events reordered", detail))
             elif origin is None and record.position > 1:
@@ -298,6 +395,7 @@ class _Chain:
         self.expected += 1
         self.checked_prev = self.prev
         self.prev = recomputed or record.hash
+        return canonical
 
 
 def _missing(run_id: str, expected: int, found: int) -> Problem:
@@ -326,18 +424,47 @@ def _check_terminal(run_id: str, record: RecordedEvent, prev: str, problems: lis
         )
 
 
-@dataclass(frozen=True)
+_ENDS = frozenset({"RunCompleted", "RunFailed"})
+_USAGE_KINDS = frozenset({"ModelCalled", "ToolReturned"})
+"""The kinds whose payloads the usage totals sum (`RunTotals.of` reads no others)."""
+
+
+@dataclass
 class _Run:
-    """A run's stored events, read as the runs index should describe them."""
+    """What the runs index should say of a run, gathered from its events as they stream by."""
 
     run_id: str
-    records: Sequence[RecordedEvent]
-    unreadable: Mapping[int, str]
-    end: RecordedEvent | None
+    import_batch: int
+    count: int = 0
+    first: RecordedEvent | None = None
+    first_readable: bool = False
+    head: RecordedEvent | None = None
+    head_readable: bool = False
+    end: RecordedEvent | None = None
+    ended_at: int | None = None
+    start_time_seen: bool = False
+    """The index's start time is the time of an event a writer could have stamped it with."""
+    end_time_at: int | None = None
+    """The highest position whose event has the index's end time."""
+    totals: RunTotals = field(default_factory=RunTotals)
+    """The usage sums over the readable events (summed only when the index keeps totals)."""
+
+    def note(self, record: RecordedEvent, readable: bool, info: RunInfo | None) -> None:
+        """Take one more event (in stored order) into account."""
+        self.count += 1
+        if self.first is None:
+            self.first, self.first_readable = record, readable
+        self.head, self.head_readable = record, readable
+        if info is None or not record.timestamp:
+            return
+        if record.timestamp == info.started_at and record.position <= self.import_batch:
+            self.start_time_seen = True
+        if record.timestamp == info.ended_at:
+            self.end_time_at = max(self.end_time_at or 0, record.position)
 
     @property
     def last(self) -> int:
-        return self.records[-1].position if self.records else 0
+        return self.head.position if self.head is not None else 0
 
     @property
     def status(self) -> str:
@@ -345,15 +472,12 @@ class _Run:
             return "running"
         return "completed" if self.end.kind == "RunCompleted" else "failed"
 
-    def readable(self, record: RecordedEvent) -> bool:
-        return record.position not in self.unreadable
-
     def started(self) -> RecordedEvent | None:
         """The RunStarted event at position 1, when it is stored and readable."""
-        first = self.records[0] if self.records else None
+        first = self.first
         if first is None or first.position != 1 or first.kind != "RunStarted":
             return None
-        return first if self.readable(first) else None
+        return first if self.first_readable else None
 
 
 def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> None:
@@ -366,11 +490,11 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
     """
     run_id, last = run.run_id, run.last
     if info is None:
-        if run.records:
-            detail = f"the run has {len(run.records)} stored events but no runs index row"
-            problems.append(Problem(run_id, run.records[0].position, "index row missing", detail))
+        if run.first is not None:
+            detail = f"the run has {run.count} stored events but no runs index row"
+            problems.append(Problem(run_id, run.first.position, "index row missing", detail))
         return
-    if not run.records:
+    if run.first is None:
         detail = (
             f"the runs index lists the run ({info.status}, {info.event_count} events) "
             "but none of its events is stored"
@@ -403,8 +527,7 @@ def _check_totals(run: _Run, info: RunInfo, problems: list[Problem]) -> None:
     kept = info.totals
     if kept is None:
         return
-    summed = RunTotals.of((r.kind, r.payload) for r in run.records if run.readable(r))
-    for name, index, events in kept.mismatches(summed):
+    for name, index, events in kept.mismatches(run.totals):
         problems.append(_mismatch(run.run_id, run.last, name.replace("_", " "), index, events))
 
 
@@ -414,10 +537,10 @@ def _mismatch(run_id: str, position: int, name: str, index: Any, events: Any) ->
 
 
 def _check_tail_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> None:
-    run_id, last, head = run.run_id, run.last, run.records[-1]
+    run_id, last, head = run.run_id, run.last, run.head
     if info.event_count != last:
         problems.append(_mismatch(run_id, last, "event count", info.event_count, last))
-    if run.readable(head) and info.head_hash != head.hash:
+    if head is not None and run.head_readable and info.head_hash != head.hash:
         problems.append(_mismatch(run_id, last, "head hash", info.head_hash[:12], head.hash[:12]))
     if info.status != run.status:
         problems.append(_mismatch(run_id, last, "status", info.status, run.status))
@@ -427,8 +550,7 @@ def _check_tail_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> Non
         return
     # The index takes the time of the last event committed with the end (annotations may follow
     # it in one import batch), so any time from the end event on is what a writer could store.
-    times = [r.timestamp for r in run.records if r.position >= run.end.position and r.timestamp]
-    if info.ended_at not in times:
+    if run.end_time_at is None or run.end_time_at < run.end.position:
         position = run.end.position
         problems.append(_mismatch(run_id, position, "ended at", info.ended_at, run.end.timestamp))
 
@@ -440,7 +562,10 @@ def _check_start_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> No
     run_id, payload = run.run_id, started.payload
     if info.agent != payload.get("agent", ""):
         problems.append(_mismatch(run_id, 1, "agent", info.agent, payload.get("agent", "")))
-    if info.started_at not in _start_times(run):
+    # The recording API stores the RunStarted event's time. An import commits its first batch
+    # of events at once and stamps the new row with the batch's last event, so any event of a
+    # first batch is possible too (a known quirk of the import path, tolerated here).
+    if not run.start_time_seen:
         problems.append(_mismatch(run_id, 1, "started at", info.started_at, started.timestamp))
     parent = payload.get("parent_run_id")
     if info.parent_run_id != parent:
@@ -457,18 +582,6 @@ def _check_start_fields(run: _Run, info: RunInfo, problems: list[Problem]) -> No
         changes = [f"added {added}" if added else "", f"removed {removed}" if removed else ""]
         detail = f"{problem.detail} ({', '.join(c for c in changes if c)})"
         problems.append(Problem(run_id, 1, "index mismatch", detail, field="tags"))
-
-
-def _start_times(run: _Run) -> set[str]:
-    """The start times a writer could have put in the index.
-
-    The recording API stores the RunStarted event's time. An import commits its first batch of
-    events at once and stamps the new row with the batch's last event, so any event of a first
-    batch is possible too (a known quirk of the import path, tolerated here).
-    """
-    from agentledger.ledger._export import _IMPORT_BATCH
-
-    return {r.timestamp for r in run.records if r.position <= _IMPORT_BATCH and r.timestamp}
 
 
 def _preview_matches(shown: str, started: Mapping[str, Any]) -> bool:
@@ -491,51 +604,3 @@ def _preview_matches(shown: str, started: Mapping[str, Any]) -> bool:
             return False
     extra = Counter(shown[:-1]) - Counter(json.dumps(value, ensure_ascii=False))
     return len(shown) == _PREVIEW and set(extra) <= {".", "0"}
-
-
-def _check_blobs(
-    run_id: str,
-    records: Iterable[RecordedEvent],
-    blobs: BlobLookup,
-    problems: list[Problem],
-    sealed: dict[str, str] | None = None,
-) -> int:
-    first_use: dict[str, int] = {}
-    for record in records:
-        for ref in blob_refs_in(record.payload):
-            first_use.setdefault(ref, record.position)
-    checked: set[str] = set()
-    frontier = list(first_use)
-    while frontier:
-        wanted = [ref for ref in dict.fromkeys(frontier) if ref not in checked]
-        frontier = []
-        found = blobs(wanted)
-        for ref in wanted:
-            checked.add(ref)
-            position = first_use[ref]
-            data = found.get(ref)
-            if data is None:
-                problems.append(Problem(run_id, position, "blob missing", ref))
-                continue
-            if isinstance(data, CorruptBlobError):
-                problems.append(Problem(run_id, position, "blob altered", f"{ref}: {data.detail}"))
-                continue
-            try:
-                content = loads(data)
-                # Bytes that hash to the ref are the very canonical bytes hashed when the blob
-                # was written (SHA-256 has no known collisions), so they need no
-                # re-canonicalising; any other bytes are re-canonicalised and hashed again.
-                actual = ref if blob_ref(data) == ref else blob_ref(canonical_json(content))
-            except (ValueError, InvalidPayloadError) as e:
-                problems.append(Problem(run_id, position, "blob altered", f"{ref}: {e}"))
-                continue
-            if actual != ref:
-                problems.append(Problem(run_id, position, "blob altered", ref))
-                continue
-            if sealed is not None and is_sealed(content):
-                sealed[ref] = content["key_id"]
-            for inner in blob_refs_in(content):
-                if inner not in checked:
-                    first_use.setdefault(inner, position)
-                    frontier.append(inner)
-    return len(checked)

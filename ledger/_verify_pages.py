@@ -1,0 +1,202 @@
+"""Reading a ledger for `Ledger.verify` in pages, so memory stays bounded however long a run is.
+
+One run is read by position range (eventsourcing's ``select_events(gt=, limit=)``); every run
+at once is read in the events' key order (`LedgerRecorder.scan_events`), one query a page
+however many runs a page spans, and each run's slice of a page goes to its `RunVerifier`. Blobs
+are re-hashed through one `BlobCheck` for the whole ledger. Must not know events' meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
+from agentledger.ledger._records import RecordedEvent, RunInfo
+from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport
+from agentledger.ledger._verify_blobs import BlobLookup
+from agentledger.ledger.errors import CorruptEventError
+
+__all__ = ["VERIFY_PAGE", "PagedVerify"]
+
+VERIFY_PAGE = 1_000
+"""Events read per query by `Ledger.verify` (its ``page_size``)."""
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+Page = tuple[list[RecordedEvent], dict[int, str]]
+"""A page of one run's events, decoded, and the reasons of those that would not decode."""
+
+
+def decode_page(run_id: str, rows: Sequence[ScannedEvent]) -> Page:
+    """Decode stored events; one that does not decode becomes a stand-in and its reason."""
+    records: list[RecordedEvent] = []
+    unreadable: dict[int, str] = {}
+    for _, position, kind, state in rows:
+        try:
+            records.append(RecordedEvent.from_state(run_id, position, kind, state))
+        except CorruptEventError as e:
+            unreadable[position] = e.detail
+            records.append(RecordedEvent.unreadable(run_id, position, kind))
+    return records, unreadable
+
+
+def _run_key(originator_id: Any) -> str | None:
+    """The run id of a stored row, as the ledger spells it; None for a row it did not write.
+
+    (Such a row is not a run's: verification against a checkpoint reports it.)
+    """
+    if isinstance(originator_id, UUID):
+        return str(originator_id)
+    if isinstance(originator_id, str) and _HEX32.fullmatch(originator_id):
+        return str(UUID(originator_id))
+    return None
+
+
+class PagedVerify:
+    """Verifies runs read page by page; the findings gather in `report`.
+
+    `starts` holds each run's first stored event and `ends` its last position, what
+    `forks_past_end` compares; `hashes`, when given, receives every recomputed hash by run and
+    position (what a checkpoint check needs).
+    """
+
+    def __init__(
+        self,
+        recorder: LedgerRecorder,
+        blobs: BlobLookup,
+        page_size: int = VERIFY_PAGE,
+        hashes: dict[str, dict[int, bytes]] | None = None,
+        *,
+        streams: frozenset[str] = frozenset(),
+    ) -> None:
+        self.report = VerifyReport()
+        self.sealed: dict[str, str] = {}
+        """Refs of the sealed blobs checked (data subjects'), with their key ids."""
+        self._streams = streams
+        self.starts: list[RecordedEvent] = []
+        self.ends: dict[str, int] = {}
+        self._recorder = recorder
+        self._blobs = BlobCheck(blobs, sealed=self.sealed)
+        self._page_size = page_size
+        self._hashes = hashes
+        self._seen: set[str] = set()
+
+    def run_pages(self, run_id: str) -> Iterator[Page]:
+        """One run's events, a page at a time, by position range."""
+        uuid, after = UUID(run_id), 0
+        while True:
+            stored = self._recorder.select_events(uuid, gt=after or None, limit=self._page_size)
+            if stored:
+                rows = [(None, s.originator_version, s.topic, s.state) for s in stored]
+                yield decode_page(run_id, rows)
+            if len(stored) < self._page_size:
+                return
+            after = stored[-1].originator_version
+
+    def scan_pages(self) -> Iterator[list[tuple[str, Page]]]:
+        """Every run's events in run id then position order, a page at a time, split by run."""
+        after: tuple[Any, int] | None = None
+        while True:
+            stored = self._recorder.scan_events(after, self._page_size)
+            slices: list[tuple[str, Page]] = []
+            start = 0
+            for end in range(1, len(stored) + 1):
+                if end < len(stored) and stored[end][0] == stored[start][0]:
+                    continue
+                run_id = _run_key(stored[start][0])
+                if run_id is not None:
+                    slices.append((run_id, decode_page(run_id, stored[start:end])))
+                start = end
+            if slices:
+                yield slices
+            if len(stored) < self._page_size:
+                return
+            after = stored[-1][:2]
+
+    def one_run(self, run_id: str, info: RunInfo | None) -> None:
+        """Verify one run (its runs-index row `info`)."""
+        verifier = self._verifier(run_id, info)
+        self.ends[run_id] = 0
+        for records, unreadable in self.run_pages(run_id):
+            self._note(run_id, records)
+            verifier.feed(records, unreadable)
+            verifier.check_blobs()
+        self._finish(verifier, run_id, info)
+
+    def every_run(self, infos: Mapping[str, RunInfo]) -> None:
+        """Verify every run with events, then every runs-index row (`infos`) without any.
+
+        The blobs a page's runs name are checked together after the page (one lookup per
+        level of references for all of them); a run is finished once a page shows its end.
+        """
+        current: tuple[str, RunVerifier] | None = None
+        for slices in self.scan_pages():
+            touched: list[RunVerifier] = []
+            done: list[tuple[str, RunVerifier]] = []
+            for run_id, (records, unreadable) in slices:
+                if current is None or current[0] != run_id:
+                    if current is not None:
+                        done.append(current)
+                    current = (run_id, self._verifier(run_id, infos.get(run_id)))
+                self._note(run_id, records)
+                current[1].feed(records, unreadable)
+                touched.append(current[1])
+            touched[0].check_blobs(touched[1:])
+            for run_id, verifier in done:
+                self._finish(verifier, run_id, infos.get(run_id))
+        if current is not None:
+            self._finish(current[1], current[0], infos.get(current[0]))
+        for run_id in sorted(set(infos) - self._seen):  # no events: no hashes to record
+            verifier = RunVerifier(run_id, self._blobs, infos[run_id], indexed=True)
+            self._finish(verifier, run_id, infos[run_id])
+
+    def _verifier(
+        self, run_id: str, info: RunInfo | None, origins: Mapping[str, int] | None = None
+    ) -> RunVerifier:
+        if run_id in self._streams:
+            return self._stream_verifier(run_id, origins)
+        recomputed = self._hashes.setdefault(run_id, {}) if self._hashes is not None else None
+        return RunVerifier(
+            run_id, self._blobs, info, indexed=True, recomputed=recomputed, origins=origins
+        )
+
+    def _stream_verifier(
+        self, stream: str, origins: Mapping[str, int] | None = None
+    ) -> RunVerifier:
+        """A chain of the ledger's own (the erasure stream), checked like a run.
+
+        It is not counted as a run and has no runs-index row to compare.
+        """
+        recomputed = self._hashes.setdefault(stream, {}) if self._hashes is not None else None
+        verifier = RunVerifier(stream, self._blobs, None, recomputed=recomputed, origins=origins)
+        verifier.report.runs_checked = 0
+        return verifier
+
+    def _note(self, run_id: str, records: list[RecordedEvent]) -> None:
+        if not records:
+            return
+        if run_id not in self._seen:
+            self._seen.add(run_id)
+            self.starts.append(records[0])
+        self.ends[run_id] = records[-1].position
+
+    def _finish(self, verifier: RunVerifier, run_id: str, info: RunInfo | None) -> None:
+        """Add the run's report.
+
+        A run whose report must name where hashes are stored is read twice more: once for
+        those positions, once to verify it knowing them.
+        """
+        needed = verifier.needs_origins
+        if needed:
+            origins: dict[str, int] = {}
+            for records, unreadable in self.run_pages(run_id):
+                for r in records:
+                    if r.hash in needed and r.position not in unreadable:
+                        origins[r.hash] = r.position
+            verifier = self._verifier(run_id, info, origins)
+            for records, unreadable in self.run_pages(run_id):
+                verifier.feed(records, unreadable)
+                verifier.check_blobs()
+        self.report.merge(verifier.finish())
