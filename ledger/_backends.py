@@ -57,6 +57,11 @@ SCHEMA_VERSION = 7
 schema then runs the DDL again, under an advisory lock)."""
 RUN_TAGS_BY_RUN_DDL = "CREATE INDEX IF NOT EXISTS agentledger_run_tags_run ON {tags} (run_id)"
 """Listing N runs reads their tags by run id: without this index, a scan of every tag row."""
+RUNS_BY_PARENT_DDL = (
+    "CREATE INDEX IF NOT EXISTS agentledger_runs_parent ON {runs} (parent_run_id) "
+    "WHERE parent_run_id IS NOT NULL"
+)
+"""Verifying one run reads the runs started from it (forks, reruns, resumes) by parent."""
 ENTRY_RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentledger_entry_runs (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
 )
@@ -136,6 +141,10 @@ class LedgerRecorder(Protocol):
 
     def count_runs(self, where: RunQuery) -> int:
         """How many index rows match (``where.limit`` ignored)."""
+        ...
+
+    def child_run_ids(self, run_id: str) -> list[str]:
+        """The runs the index lists as started from ``run_id`` (forks, reruns, resumes)."""
         ...
 
     def all_run_ids(self) -> list[str]:
@@ -335,6 +344,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 + ")"
             ),
             "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs (started_at)",
+            RUNS_BY_PARENT_DDL.format(runs="agentledger_runs"),
             (
                 "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
@@ -547,6 +557,15 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
             c.execute("SELECT tag FROM agentledger_run_tags WHERE run_id = ?", [run_id])
             return _row_to_info(row, [t["tag"] for t in c.fetchall()])
 
+    def child_run_ids(self, run_id: str) -> list[str]:
+        """The runs the index lists as started from ``run_id``, by run id."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT run_id FROM agentledger_runs WHERE parent_run_id = ? ORDER BY run_id",
+                [run_id],
+            )
+            return [row["run_id"] for row in c.fetchall()]
+
     def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""
         sql, params = _filter_sql(where, "?")
@@ -690,6 +709,11 @@ class MemoryRecorder(POPOApplicationRecorder):
         with self._database_lock:
             row = self._runs.get(run_id)
             return None if row is None else _row_to_info(row, self._tags[run_id])
+
+    def child_run_ids(self, run_id: str) -> list[str]:
+        """The runs the index lists as started from ``run_id``, by run id."""
+        with self._database_lock:
+            return sorted(r for r, row in self._runs.items() if row["parent_run_id"] == run_id)
 
     def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""

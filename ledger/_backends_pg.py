@@ -33,6 +33,7 @@ from agentledger.ledger._backends import (
     _TOTALS_SET,
     EVENTS_TABLE,
     RUN_TAGS_BY_RUN_DDL,
+    RUNS_BY_PARENT_DDL,
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
     ScannedEvent,
@@ -101,6 +102,7 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "PRIMARY KEY (tag, run_id))"
             ).format(self._tags),
             SQL(RUN_TAGS_BY_RUN_DDL).format(tags=self._tags),
+            SQL(RUNS_BY_PARENT_DDL).format(runs=self._runs),
             SQL("CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY)").format(self._entries),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -421,6 +423,15 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 return None
             curs.execute(SQL("SELECT tag FROM {} WHERE run_id = %s").format(self._tags), (run_id,))
             return _row_to_info(row, [t["tag"] for t in curs.fetchall()])
+
+    def child_run_ids(self, run_id: str) -> list[str]:
+        """The runs the index lists as started from ``run_id``, by run id."""
+        query = SQL("SELECT run_id FROM {} WHERE parent_run_id = %s ORDER BY run_id").format(
+            self._runs
+        )
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, (run_id,))
+            return [row["run_id"] for row in curs.fetchall()]
 
     def list_runs(self, where: RunQuery) -> list[RunInfo]:
         """Return index rows, newest first."""

@@ -1023,7 +1023,7 @@ class Ledger:
             if info is None and not paged.starts:
                 raise UnknownRunError(run_id)
             # the runs started from this one, as the index lists them
-            children = [i.run_id for i in self.runs() if i.parent_run_id == rid]
+            children = self._store.recorder.child_run_ids(rid)
             paged.starts += [
                 r for c in children for r in self._read_events(c, upto=1, tolerant=True)[0]
             ]
