@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from agentledger.agents._config import AgentConfig
 from agentledger.agents._context import RunContext
@@ -214,12 +214,15 @@ def run_agent(
     recorder_factory: RecorderFactory | None = None,
     hooks: RunHooks | None = None,
     prompts: PromptLibrary | None = None,
+    subject: str | None = None,
 ) -> AgentResult:
     """Run ``agent`` on ``question`` and record every step in ``ledger``.
 
     ``models`` maps roles to models (``"default"`` covers roles not named); ``tools`` defaults to
     the offline built-ins; ``config`` to ``AgentConfig()``. The question is redacted by the policy
-    gate before anything is recorded. Expected failures (tool errors, bad JSON, failed model
+    gate before anything is recorded. With ``subject``, the run's content is sealed under that
+    data subject's key (``Ledger.record_run(..., subject=...)``), so ``agentledger erase`` can
+    erase it. Expected failures (tool errors, bad JSON, failed model
     calls, guardrails) end in a recorded fallback answer; anything else records RunFailed and
     raises ``AgentRunError`` with the run id.
     """
@@ -227,8 +230,11 @@ def run_agent(
     settings = normalize_config(agent, config or AgentConfig())
     orchestration = build_agent(agent, settings)
     run_input = AgentInput(question=PolicyGate(settings.policy).check(question).text)
+    factory: RecorderFactory = recorder_factory or ledger.record_run
+    if subject is not None:  # every factory opens its run with Ledger.record_run's keywords
+        factory = cast("RecorderFactory", functools.partial(cast("Any", factory), subject=subject))
     return start_run(
-        recorder_factory or ledger.record_run,
+        factory,
         agent,
         orchestration,
         settings,

@@ -79,6 +79,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
     p.add_argument(
+        "--subject",
+        metavar="ID",
+        help="the data subject the run's content belongs to: it is stored encrypted under the "
+        "subject's key, and `agentledger erase --subject ID` erases it",
+    )
+    p.add_argument(
         "--stream",
         action="store_true",
         help="stream the answer's text to stdout as it arrives (the agent's 'stream' option; "
@@ -244,6 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 config=config,
                 tags=args.tag,
                 hooks=printer.hooks() if printer is not None else None,
+                subject=args.subject,
             )
         except AgentRunError as error:
             if printer is not None:

@@ -56,12 +56,15 @@ SCHEMA_VERSION = 7
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 RUN_TAGS_BY_RUN_DDL = "CREATE INDEX IF NOT EXISTS agentledger_run_tags_run ON {tags} (run_id)"
-"""Listing N runs reads their tags by run id: without this index, a scan of every tag row."""
+"""Listing N runs reads their tags by run id: without this index, a scan of every tag row.
+PostgreSQL only: an embedded SQLite file keeps to the fewest pages (a scan of its tags is a few
+milliseconds at 60,000 runs)."""
 RUNS_BY_PARENT_DDL = (
     "CREATE INDEX IF NOT EXISTS agentledger_runs_parent ON {runs} (parent_run_id) "
     "WHERE parent_run_id IS NOT NULL"
 )
-"""Verifying one run reads the runs started from it (forks, reruns, resumes) by parent."""
+"""Verifying one run reads the runs started from it (forks, reruns, resumes) by parent
+(PostgreSQL only, as `RUN_TAGS_BY_RUN_DDL`)."""
 ENTRY_RUNS_DDL = (
     "CREATE TABLE IF NOT EXISTS agentledger_entry_runs (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
 )
@@ -344,12 +347,10 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
                 + ")"
             ),
             "CREATE INDEX IF NOT EXISTS agentledger_runs_started ON agentledger_runs (started_at)",
-            RUNS_BY_PARENT_DDL.format(runs="agentledger_runs"),
             (
                 "CREATE TABLE IF NOT EXISTS agentledger_run_tags (tag TEXT NOT NULL, "
                 "run_id TEXT NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID"
             ),
-            RUN_TAGS_BY_RUN_DDL.format(tags="agentledger_run_tags"),
             ENTRY_RUNS_DDL,
         ]
         statements += LOG_TABLES_SQLITE

@@ -780,8 +780,12 @@ class RunRecorder:
         return parent
 
     def prompt(self, name: str, version: str, text: str) -> PromptRef:
-        """Store a prompt's text and return its versioned, hashed reference."""
-        ref = self.put_blob(text)
+        """Store a prompt's text and return its versioned, hashed reference.
+
+        A prompt is the agent's code, not a data subject's content: it is stored as it is, also
+        in a subject's run, so its ref stays the hash of its text (what the run's config names).
+        """
+        ref = self._put(text, None)
         return PromptRef(name=name, version=version, hash=ref, text_ref=ref)
 
     # Instrumented clients --------------------------------------------------------------------

@@ -173,6 +173,8 @@ class Recorded:
         if "redaction" in expected.get("config", {}):
             config["redaction"] = expected["config"]["redaction"]
         actual = {**actual, "config": config}
+        if "subject_key" in expected:  # the run seals under the record's data subject key
+            actual["subject_key"] = expected["subject_key"]
         if expected != actual:
             found = divergence(1, ("RunStarted", expected), ("RunStarted", actual))
             raise ReplayDivergenceError(self.run_id, found)

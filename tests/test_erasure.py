@@ -428,3 +428,36 @@ def test_show_names_sealed_values_without_their_content(
     assert "input=<blob> subject=<sealed>" in out
     assert "DeltaApplied        <blob>" in out
     assert not any(word in out for word in tokens("A").values())
+
+
+def test_a_bundled_agent_run_for_a_subject_is_erased(
+    sqlite_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agentledger run --subject` seals the run; after `erase` it shows [erased] and verifies."""
+    script = tmp_path / "answers.json"
+    plan = {"steps": [{"goal": "add", "tool": "calculator", "args": {"expression": "2+3"}}]}
+    answer = "Zebedee Quarrington: 2 + 3 = 5."
+    script.write_text(json.dumps([json.dumps(plan), "", answer]), encoding="utf-8")
+    db = ["--db", sqlite_url]
+    question = "Zebedee Quarrington asks: what is 2+3?"
+    model = f"scripted:{script}"
+    status, out, err = _cli(
+        capsys, *db, "run", question, "--model", model, "--subject", "zq-1", "--json"
+    )
+    assert status == 0, err
+    run_id = json.loads(out)["run_id"]
+    status, out, _ = _cli(capsys, *db, "show", run_id, "--json")
+    assert (status, "Zebedee" in out) == (0, True)
+    status, out, err = _cli(capsys, *db, "replay", run_id)
+    assert status == 0, out + err
+    status, out, err = _cli(
+        capsys, *db, "erase", "--subject", "zq-1", "--reason", "r", "--requested-by", "dpo", "-y"
+    )
+    assert status == 0, err
+    status, out, _ = _cli(capsys, *db, "show", run_id, "--json")
+    assert status == 0
+    assert "[erased]" in out
+    assert "Zebedee" not in out
+    status, out, _ = _cli(capsys, *db, "verify")
+    assert status == 0
+    assert "erased)" in out
