@@ -50,6 +50,7 @@ WRITE_RUNS = textwrap.dedent(
                         )
                         run.delta({name: {str(r): s}})
                     run.tool("lookup", {"step": s}, result={"ok": True})
+                    time.sleep(0.03)  # a model's think time: the writers overlap the followers
     """
 )
 
@@ -79,6 +80,8 @@ def test_eight_writer_processes_skip_nothing_for_read_models_and_the_log(
     go = tmp_path / "go"
     with Ledger.open(pg_url) as ledger, ReadModelProjector(ledger) as projector:
         writers = start_writers(pg_url, go)
+        projector.catch_up()  # the read models' tables exist before anything is written
+        ledger.integrate()
         time.sleep(1.0)
         go.touch()
         seen: list[tuple[int, str, int]] = []

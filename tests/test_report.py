@@ -397,24 +397,18 @@ def test_a_long_conversation_is_read_in_a_few_queries_not_node_by_node() -> None
     ledger, run_id = conversation_run(60)
     whole = render_report(build_report(ledger, run_id))
     batches: list[int] = []
-    singles: list[str] = []
-    blobs, blob = ledger.blobs, ledger.blob
+    store = ledger.recorder
+    get_blobs = store.get_blobs
 
-    def batch(refs: Any) -> dict[str, Any]:
+    def batch(refs: Any) -> dict[str, Any]:  # every blob read goes through the store's lookup
         batches.append(len(refs))
-        return blobs(refs)
+        return dict(get_blobs(refs))
 
-    def single(ref: str) -> Any:
-        singles.append(ref)
-        return blob(ref)
-
-    ledger.blobs = batch  # type: ignore[method-assign]
-    ledger.blob = single  # type: ignore[method-assign]
+    store.get_blobs = batch
     try:
         assert render_report(build_report(ledger, run_id)) == whole
     finally:
-        del ledger.blobs, ledger.blob
-    assert singles == []
+        del store.get_blobs
     assert len(batches) <= 6  # breadth-first chains (two per call) and the other blobs
     assert sum(batches) >= 120
 
