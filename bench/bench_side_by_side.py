@@ -31,19 +31,16 @@ Run: ``python -m bench --only side_by_side [--quick]``.
 from __future__ import annotations
 
 import gc
-import os
-import shutil
 import sqlite3
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentledger.ledger import Ledger
 from bench._workload import CONVERSATION_CALLS, Conversation, make_conversation
+from bench.bench_ledger import fresh_dir
 
 REPEATS = 3
 READ_REPEATS = 5
@@ -55,21 +52,6 @@ TARGET_LAST_STEP = 1.0
 PARAMS = {"temperature": 0.2, "max_tokens": 1024}
 USAGE = {"input_tokens": 100, "output_tokens": 25, "total_tokens": 125}
 THREAD: dict[str, Any] = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
-TMP_ROOT = Path(
-    os.environ.get("AGENTLEDGER_BENCH_TMP")
-    or Path(__file__).resolve().parent.parent / "build" / "bench-tmp"
-)
-
-
-@contextmanager
-def fresh_dir() -> Iterator[Path]:
-    """A new empty directory on the real file system, removed afterwards."""
-    TMP_ROOT.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="bench-side-", dir=TMP_ROOT))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass
