@@ -32,7 +32,10 @@ class PagedEvents(Sequence[RecordedEvent]):
         self._pages: OrderedDict[int, list[RecordedEvent]] = OrderedDict()
         self.lock = threading.RLock()
         """Held while reading: a replay's readers of the record share it (one read at a time)."""
-        self.last = ledger.last_event(run_id)
+        first = ledger.events(run_id, upto=self._size)  # most runs: the whole record, one query
+        if first:
+            self._pages[0] = first
+        self.last = first[-1] if 0 < len(first) < self._size else ledger.last_event(run_id)
         """The run's last event when it was opened."""
         count = self.last.position
         self._count = count if upto is None else min(count, max(upto, 0))
@@ -59,6 +62,10 @@ class PagedEvents(Sequence[RecordedEvent]):
         if not 0 <= index < self._count:
             raise IndexError(index)
         number = index // self._size
+        return self._page(number)[index - number * self._size]
+
+    def _page(self, number: int) -> list[RecordedEvent]:
+        """Page ``number`` (positions ``number * size + 1``...), read once while it is kept."""
         with self.lock:  # a replay's threads read it at once
             page = self._pages.get(number)
             if page is None:
@@ -70,8 +77,9 @@ class PagedEvents(Sequence[RecordedEvent]):
                     self._pages.popitem(last=False)
             else:
                 self._pages.move_to_end(number)
-        return page[index - number * self._size]
+        # Within the record's length (the first page may hold events appended after it).
+        return page[: max(self._count - number * self._size, 0)]
 
     def __iter__(self) -> Iterator[RecordedEvent]:
-        if self._count:
-            yield from self._ledger.iter_events(self._run_id, upto=self._count)
+        for number in range((self._count + self._size - 1) // self._size):
+            yield from self._page(number)
