@@ -25,7 +25,11 @@ commits within 5 ms, so the calls of that window share one transaction). Durabil
 points wait for every commit of the run: ``await run.aflush()``, the end of the run (``async
 with`` exit, ``acomplete``, ``afail``) and a recorded effectful tool, whose ToolCalled is
 committed before the tool runs. A commit that failed is raised by the run's next awaitable call.
-The sync methods commit before they return.
+The sync methods commit before they return, with one exception: a call through an instrumented
+client (``run.instrument``), sync or async, is recorded the same write-behind way, since the code
+that made it gets the SDK's answer, not a record to act on. Its commit then shares the worker's
+next transaction instead of delaying the caller (with ``durability="full"``, instead of an
+``fsync`` per call), and the run's next sync recording method, flush or end waits for it.
 """
 
 from __future__ import annotations
@@ -595,9 +599,13 @@ class RunRecorder:
 
     async def _aop(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run recording method ``name`` and queue its commit (write-behind: see the class doc)."""
+        return self._behind(getattr(self, name), *args, **kwargs)
+
+    def _behind(self, method: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Run recording ``method`` and queue its commit without waiting for it."""
         self._raise_failure()
         with self._deferring():
-            result = getattr(self, name)(*args, **kwargs)
+            result = method(*args, **kwargs)
         self._write_behind()
         return result
 
@@ -1521,7 +1529,7 @@ class _LivePort:
         return False
 
     def record_call(self, call: CallRecord) -> int:
-        return self._recorder.record_call(call)
+        return self._recorder._behind(self._recorder.record_call, call)
 
     def redacted(self, value: Any) -> Any:
         return self._recorder.redacted(value)
