@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 _OFF = "off"
+RUN_CACHE = 8192
+"""Strings a run's redactor remembers (a ledger shares one between the runs of a policy)."""
 _UNREDACTED = frozenset({"RunStarted", "PolicyDecided", "RunCompleted", "RunFailed"})
 """Kinds the generic pass leaves alone: the input and a failure's error are redacted (and their
 findings recorded) before the event is built, which the run's end needs."""
@@ -100,9 +102,11 @@ def started_policy(started: RunStarted) -> RedactionPolicy | None:
 class RunPrivacy:
     """One run's redaction: its ``Redactor`` (strings cached) and the findings to record."""
 
-    def __init__(self, policy: RedactionPolicy, salt: bytes | None) -> None:
+    def __init__(
+        self, policy: RedactionPolicy, salt: bytes | None, *, redactor: Redactor | None = None
+    ) -> None:
         self.policy = policy
-        self.redactor = Redactor(policy, salt=salt, cache_size=8192)
+        self.redactor = redactor or Redactor(policy, salt=salt, cache_size=RUN_CACHE)
         self._notes: list[tuple[str, Finding]] = []
 
     def value(self, value: Any, where: str, path: str = "", *, changed: bool = False) -> Any:

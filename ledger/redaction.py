@@ -16,6 +16,7 @@ not record events, keep state beyond a ``Redactor``'s cache, or import agents or
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -203,10 +204,11 @@ class Redactor:
     """One policy and salt applied to many values, remembering the last strings it redacted.
 
     ``redact_text`` and ``redact_json`` make one per call. A recorder that sees the same
-    messages again in every request of a conversation keeps one per run instead, so that each
-    message is redacted once: up to ``cache_size`` distinct strings are remembered (the oldest
-    is forgotten first; ``0`` remembers none). Raises ``UsageError`` when the policy hashes a
-    kind and no ``salt`` is given.
+    messages again in every request of a conversation keeps one instead (a ledger shares one
+    between the runs of each policy), so that each string is redacted once: up to
+    ``cache_size`` distinct strings are remembered (the oldest is forgotten first; ``0``
+    remembers none). Safe to share between threads. Raises ``UsageError`` when the policy
+    hashes a kind and no ``salt`` is given.
     """
 
     def __init__(
@@ -270,9 +272,12 @@ class Redactor:
             return cached
         result = self._redact(text, whole)
         if self.cache_size > 0:
-            if len(self._cache) >= self.cache_size:
-                del self._cache[next(iter(self._cache))]
-            self._cache[key] = result
+            cache = self._cache
+            if len(cache) >= self.cache_size:
+                # threads of a ledger share the redactor: another may evict meanwhile
+                with contextlib.suppress(RuntimeError, StopIteration):
+                    cache.pop(next(iter(cache)), None)
+            cache[key] = result
         return result
 
     def _redact(self, text: str, whole: Kind | None) -> str:

@@ -395,3 +395,34 @@ def test_digits_after_a_phone_word_are_a_phone_number_even_if_no_region_knows_th
     """Fictional or unassigned numbers are still redacted when the text says they are phones."""
     assert redacted(text).endswith("[redacted:phone]")
     assert redacted(text.replace("all", "ount").replace("phone", "order")) != redacted(text)
+
+
+def test_one_redactor_shared_by_threads_gives_each_the_right_result() -> None:
+    """Threads of a ledger share a redactor; a small cache evicting under them loses nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shared = Redactor(cache_size=8)
+
+    def work(thread: int) -> list[str]:
+        return [shared.redact(f"mail user{thread}x{n}@example.com now") for n in range(400)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(8)))
+    assert results == [["mail [redacted:email] now"] * 400] * 8
+    assert len(shared._cache) <= 8 + 8  # each thread may add one past the bound at once
+
+
+def test_the_runs_of_a_ledger_share_one_redactor_per_policy() -> None:
+    """A string checked in one run is not checked again in the next (same policy and salt)."""
+    from agentledger.ledger import Ledger
+
+    with Ledger.open("memory://") as ledger:
+        first = ledger.run_privacy(ledger.redaction)
+        second = ledger.run_privacy(ledger.redaction)
+        other = ledger.run_privacy(RedactionPolicy(actions={"email": "keep"}))
+        assert first is not None
+        assert second is not None
+        assert other is not None
+        assert first.redactor is second.redactor
+        assert other.redactor is not first.redactor
+        assert first._notes is not second._notes  # findings stay each run's own
