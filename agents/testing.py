@@ -95,11 +95,19 @@ def _answer(item: ScriptItem) -> str | Message:
 
 
 def scripted_roles(
-    scripts: Mapping[str, Sequence[ScriptItem]], *, prefix: str = "scripted"
+    scripts: Mapping[str, Sequence[ScriptItem]],
+    *,
+    prefix: str = "scripted",
+    keep_requests: int | None = None,
 ) -> dict[str, ScriptedModel]:
-    """One ``ScriptedModel`` per role, named ``scripted:<role>``, answering its items in order."""
+    """One ``ScriptedModel`` per role, named ``scripted:<role>``, answering its items in order.
+
+    ``keep_requests`` bounds what each keeps in ``.requests`` (see `ScriptedModel`).
+    """
     return {
-        role: ScriptedModel([_answer(item) for item in items], name=f"{prefix}:{role}")
+        role: ScriptedModel(
+            [_answer(item) for item in items], name=f"{prefix}:{role}", keep_requests=keep_requests
+        )
         for role, items in scripts.items()
     }
 
@@ -173,16 +181,18 @@ def tool_agent_script(
     *,
     turns: Sequence[tuple[str, Mapping[str, JsonValue]] | ScriptItem],
     sub_agents: Mapping[str, Sequence[tuple[str, Mapping[str, JsonValue]] | ScriptItem]] = {},
+    keep_requests: int | None = None,
 ) -> dict[str, ScriptedModel]:
     """Scripted models for the tool agent, by role.
 
     ``turns`` are the agent's answers (tool calls or the final text); each sub-agent's turns
-    go to role ``agent:<name>``.
+    go to role ``agent:<name>``. ``keep_requests`` bounds each model's ``.requests`` (a long
+    run's would otherwise hold its history once per call).
     """
     scripts: dict[str, Sequence[ScriptItem]] = {"agent": _calls(turns)}
     for name, calls in sub_agents.items():
         scripts[f"agent:{name}"] = _calls(calls)
-    return scripted_roles(scripts)
+    return scripted_roles(scripts, keep_requests=keep_requests)
 
 
 def router_script(

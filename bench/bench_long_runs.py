@@ -15,9 +15,9 @@ only what is new; the scripted model counts the prompt's characters for its toke
 per message (the same figures as counting the whole prompt). What is left per call is a few
 C-level passes over the list of messages (building the request), a few percent of the time at
 10k events, and Python's cyclic garbage collector, whose full collections walk a heap that grows
-with the run: a ``memory://`` ledger holds the whole run as Python objects (and the scripted
-model keeps every request it saw), so its ratios sit above SQLite's (with the collector off,
-both ``memory://`` ratios measured ~10x).
+with the run: a ``memory://`` ledger holds the whole run as Python objects, so its ratios sit
+above SQLite's (with the collector off, both ``memory://`` ratios measured ~10x). The scripted
+model keeps only its last request, as a remote model keeps none.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ STORES = ("memory", "sqlite")
 def _record(ledger: Ledger, turns: int) -> tuple[str, float]:
     """Record a tools-agent run of ``turns`` tool calls: (its id, CPU seconds).
 
-    The scripted model keeps every request it saw (a test double's record, which grows with the
-    square of the run's length); it is dropped when this returns, before the replay is timed.
+    The scripted model stands in for a remote model: it keeps only its last request (keeping
+    every one, each holding the history so far, would grow with the square of the run's length
+    and charge the collector's walks over it to the ledger).
     """
     calls = [
         ("weather", {"place": "Harbour Front", "date": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"})
         for i in range(turns)
     ]
-    models = tool_agent_script(turns=[*calls, "Done."])
+    models = tool_agent_script(turns=[*calls, "Done."], keep_requests=1)
     config = AgentConfig.model_validate(
         {
             "limits": {

@@ -439,3 +439,33 @@ def test_stream_completion_streams_a_scripted_model() -> None:
     stream_completion(model, ask("x"), lambda c: seen.append(c.text))
     assert seen == ["a ", "b"]
     assert stream_completion(model, ask("y")).chunks == [(0.0, 1)]
+
+
+def test_keep_requests_bounds_what_the_model_keeps_and_nothing_else() -> None:
+    """A long run's model keeps its latest requests only; answers and counts are unchanged."""
+    model = ScriptedModel([f"answer {n}" for n in range(10)], keep_requests=3)
+    answers = [model.complete(ask(f"question {n}")).message.content for n in range(10)]
+    assert answers == [f"answer {n}" for n in range(10)]
+    assert [r.messages[-1].content for r in model.requests] == [
+        "question 7",
+        "question 8",
+        "question 9",
+    ]
+    assert model.remaining == 0
+    with pytest.raises(ScriptExhaustedError) as caught:
+        model.complete(ask("one too many"))
+    assert caught.value.requests_seen == 11
+    with pytest.raises(ValueError, match="keep_requests must be at least 1"):
+        ScriptedModel(["x"], keep_requests=0)
+
+
+def test_a_model_named_by_a_spec_keeps_a_bounded_number_of_requests(tmp_path: Path) -> None:
+    """`scripted:FILE` (what the CLI runs) does not hold every request of a long run."""
+    script = tmp_path / "long.json"
+    script.write_text(json.dumps([f"answer {n}" for n in range(100)]), encoding="utf-8")
+    model = model_from_spec(f"scripted:{script}")
+    assert isinstance(model, ScriptedModel)
+    for n in range(100):
+        model.complete(ask(f"question {n}"))
+    assert 1 <= len(model.requests) <= 16
+    assert model.requests[-1].messages[-1].content == "question 99"

@@ -12,6 +12,10 @@ from agentledger.agents.models._protocol import ChatModel
 from agentledger.agents.models._scripted import ScriptedModel
 from agentledger.agents.models.errors import UnknownModelSpecError
 
+KEEP_REQUESTS = 16
+"""How many of its latest requests a scripted model named by a spec keeps (nobody reads them
+but a debugger; keeping all of a long run's would grow with the square of its length)."""
+
 
 def model_from_spec(spec: str, *, base_url: str | None = None) -> ChatModel:
     """Build the model a spec names: `openai:MODEL`, `anthropic:MODEL` or `scripted:FILE`.
@@ -32,5 +36,5 @@ def model_from_spec(spec: str, *, base_url: str | None = None) -> ChatModel:
 
         return AnthropicChatModel(rest, base_url=base_url)
     if provider == "scripted":
-        return ScriptedModel.from_file(rest)
+        return ScriptedModel.from_file(rest, keep_requests=KEEP_REQUESTS)
     raise UnknownModelSpecError(spec)

@@ -77,6 +77,9 @@ class ScriptedModel:
 
     `stream` hands the answer over in word-sized chunks; `chunk_interval_ms` is the (simulated,
     never slept) time between chunks, so the k-th chunk arrives at `k * chunk_interval_ms`.
+    `keep_requests` bounds `.requests` to the latest that many (None: every one). Each request
+    holds the whole conversation so far, so keeping every request of a long run takes memory
+    (and garbage-collector time) that grows with the square of its length.
     """
 
     def __init__(
@@ -85,7 +88,11 @@ class ScriptedModel:
         *,
         name: str = "scripted:test",
         chunk_interval_ms: float = 0.0,
+        keep_requests: int | None = None,
     ) -> None:
+        if keep_requests is not None and keep_requests < 1:
+            msg = f"keep_requests must be at least 1 (or None for all), got {keep_requests}"
+            raise ValueError(msg)
         if chunk_interval_ms < 0:
             msg = f"chunk_interval_ms must be at least 0, got {chunk_interval_ms}"
             raise ValueError(msg)
@@ -101,6 +108,8 @@ class ScriptedModel:
         self._chunk_interval_ms = chunk_interval_ms
         self._prompt_seen: tuple[list[Message], int] = ([], 0)
         self.requests: list[ModelRequest] = []
+        self._keep = keep_requests
+        self._asked = 0
 
     @property
     def name(self) -> str:
@@ -117,13 +126,19 @@ class ScriptedModel:
         """How many scripted answers are left (None when one function answers everything)."""
         if self._script is None:
             return None
-        return max(len(self._script) - len(self.requests), 0)
+        return max(len(self._script) - self._asked, 0)
 
     def __repr__(self) -> str:
         return f"ScriptedModel(name={self._name!r}, remaining={self.remaining!r})"
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, name: str | None = None) -> ScriptedModel:
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        keep_requests: int | None = None,
+    ) -> ScriptedModel:
         """Load a script: a JSON list of answers, or JSONL with one answer per line.
 
         Each answer is a string, or an object `{"content": str, "tool_calls": [{"name": str,
@@ -138,7 +153,7 @@ class ScriptedModel:
         answers: list[Answer | AnswerFunction] = [
             _answer_from_item(file, n, item) for n, item in items
         ]
-        return cls(answers, name=name or f"scripted:{path}")
+        return cls(answers, name=name or f"scripted:{path}", keep_requests=keep_requests)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Record `request` and answer it with the next script step.
@@ -178,17 +193,20 @@ class ScriptedModel:
         )
 
     def _answer(self, request: ModelRequest) -> ModelResponse:
+        self._asked += 1
         self.requests.append(request)
+        if self._keep is not None and len(self.requests) > self._keep:
+            del self.requests[0]
         step: Answer | AnswerFunction
         if self._function is not None:
             step = self._function
         else:
             assert self._script is not None
-            index = len(self.requests) - 1
+            index = self._asked - 1
             if index >= len(self._script):
                 raise ScriptExhaustedError(
                     name=self._name,
-                    requests_seen=len(self.requests),
+                    requests_seen=self._asked,
                     script_length=len(self._script),
                 )
             step = self._script[index]
@@ -216,7 +234,7 @@ class ScriptedModel:
             cost_usd=0.0,
             latency_ms=0.0,
             attempts=[Attempt(number=1, latency_ms=0.0)],
-            raw_id=f"scripted-{len(self.requests)}",
+            raw_id=f"scripted-{self._asked}",
             raw_finish_reason="tool_calls" if message.tool_calls else "stop",
         )
 
