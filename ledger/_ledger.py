@@ -27,7 +27,7 @@ from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
-from agentledger.ledger._privacy import RUN_CACHE, RunPrivacy, policy_of, policy_setting
+from agentledger.ledger._privacy import RunPrivacy, policy_of, policy_setting
 from agentledger.ledger._records import (
     EVENT_PAGE_SIZE,
     BlobRow,
@@ -71,7 +71,7 @@ from agentledger.ledger.events import (
     RunAnnotated,
     RunStarted,
 )
-from agentledger.ledger.redaction import RedactionPolicy, Redactor
+from agentledger.ledger.redaction import RedactionPolicy, shared_redactor
 
 if TYPE_CHECKING:
     from agentledger.ledger._committer import GroupCommitter
@@ -132,8 +132,6 @@ class Ledger:
         self.ids: IdSource = ids or RandomIds()
         self.log = log
         self.limits: Limits = limits or Limits()
-        self._redactors: dict[tuple[str, bytes | None], Redactor] = {}
-        """One redactor per policy and salt, shared by the runs (a string is checked once)."""
         self.page_size: int = EVENT_PAGE_SIZE
         """Events per query when a reader pages through a run (`iter_events`, export, replay).
 
@@ -626,12 +624,7 @@ class Ledger:
         if policy is None:
             return None
         salt = self.redaction_salt() if policy.hashes else None
-        key = (policy.model_dump_json(), salt)
-        redactor = self._redactors.get(key)
-        if redactor is None:
-            fresh = Redactor(policy, salt=salt, cache_size=RUN_CACHE)
-            redactor = self._redactors.setdefault(key, fresh)
-        return RunPrivacy(policy, salt, redactor=redactor)
+        return RunPrivacy(policy, salt, redactor=shared_redactor(policy, salt))
 
     def redaction_salt(self) -> bytes:
         """The ledger's salt for the ``hash`` action: given at open, else kept in its database.

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from agentledger.ledger.errors import InvalidPayloadError
 from agentledger.ledger.events import LedgerEvent, PolicyDecided, Redaction, RunStarted
-from agentledger.ledger.redaction import KINDS, Finding, RedactionPolicy, Redactor
+from agentledger.ledger.redaction import KINDS, SHARED_CACHE, Finding, RedactionPolicy, Redactor
 
 __all__ = [
     "RunPrivacy",
@@ -28,8 +28,6 @@ __all__ = [
 ]
 
 _OFF = "off"
-RUN_CACHE = 8192
-"""Strings a run's redactor remembers (a ledger shares one between the runs of a policy)."""
 _UNREDACTED = frozenset({"RunStarted", "PolicyDecided", "RunCompleted", "RunFailed"})
 """Kinds the generic pass leaves alone: the input and a failure's error are redacted (and their
 findings recorded) before the event is built, which the run's end needs."""
@@ -106,7 +104,7 @@ class RunPrivacy:
         self, policy: RedactionPolicy, salt: bytes | None, *, redactor: Redactor | None = None
     ) -> None:
         self.policy = policy
-        self.redactor = redactor or Redactor(policy, salt=salt, cache_size=RUN_CACHE)
+        self.redactor = redactor or Redactor(policy, salt=salt, cache_size=SHARED_CACHE)
         self._notes: list[tuple[str, Finding]] = []
 
     def value(self, value: Any, where: str, path: str = "", *, changed: bool = False) -> Any:

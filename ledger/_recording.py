@@ -111,6 +111,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncRunStart",
     "ModelCallRecord",
+    "RequestKeys",
     "RunRecorder",
     "call_fingerprint",
     "request_refs",
@@ -1563,6 +1564,68 @@ def call_fingerprint(call: CallRecord, key: SubjectKey | None = None) -> str:
         }
     )
     return f"{call.provider}:{fingerprint}"
+
+
+class RequestKeys:
+    """`call_fingerprint` of the calls of one conversation, each in time of its new messages.
+
+    A conversation re-sends its history with every call, so working each call's fingerprint
+    out from scratch costs time that grows with the history (a long run's replay, which
+    matches every call by it, would grow with the square of its length). This keeps the
+    chain of the last request's message nodes: the prefix a request shares with it is found
+    by one C-level comparison (messages compare by content; a plain dict is kept as a copy),
+    and only the messages after it are redacted (``redact``: what the run records), hashed
+    and chained. Thread-safe; equal to ``call_fingerprint`` with the messages and params as
+    ``redact`` gives them.
+    """
+
+    def __init__(self, redact: Callable[[Any], Any]) -> None:
+        self._redact = redact
+        self._lock = threading.Lock()
+        self._chain: list[Any] = []
+        self._refs: list[str] = []
+        self._key_id: str | None = None
+
+    def fingerprint(self, call: CallRecord, key: SubjectKey | None = None) -> str:
+        """``call``'s request fingerprint, prefixed with its provider (see `call_fingerprint`)."""
+        with self._lock:
+            head = self._head(call.messages, key)
+        tools_ref = blob_ref(canonical_json(list(call.tools))) if call.tools else None
+        fingerprint = request_fingerprint(
+            {
+                "model": call.model,
+                "params": self._redact(dict(call.params)),
+                "messages_ref": head,
+                "tools_ref": tools_ref,
+            }
+        )
+        return f"{call.provider}:{fingerprint}"
+
+    def _head(self, messages: Sequence[Mapping[str, Any]], key: SubjectKey | None) -> str:
+        if not messages:
+            return request_refs((), None, key)[0]
+        key_id = key.key_id if key is not None else None
+        if key_id != self._key_id:
+            self._chain, self._refs, self._key_id = [], [], key_id
+        chain, refs = self._chain, self._refs
+        known = len(chain)
+        if len(messages) >= known and list(messages[:known]) == chain:
+            shared = known
+        else:
+            shared = 0
+            limit = min(len(messages), known)
+            while shared < limit and messages[shared] == chain[shared]:
+                shared += 1
+            del chain[shared:], refs[shared:]
+        parent = refs[-1] if refs else None
+        for message in messages[shared:]:
+            copy = dict(message)  # the caller may mutate a plain dict later
+            node = canonical_json({"message": self._redact(copy), "parent_ref": parent})
+            parent = blob_ref(node if key is None else key.seal(node, [parent] if parent else []))
+            refs.append(parent)
+            chain.append(message if isinstance(message, MappingProxyType) else copy)
+        assert parent is not None
+        return parent
 
 
 def request_refs(

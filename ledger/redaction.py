@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -54,6 +55,7 @@ __all__ = [
     "placeholder",
     "redact_json",
     "redact_text",
+    "shared_redactor",
 ]
 
 Action = Literal["redact", "hash", "keep"]
@@ -309,6 +311,30 @@ class Redactor:
             return text
         parts.append(text[cursor:])
         return "".join(parts)
+
+
+SHARED_CACHE = 8192
+"""Strings a shared redactor remembers."""
+_SHARED_MAX = 16
+_shared: dict[tuple[str, bytes | None], Redactor] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_redactor(policy: RedactionPolicy, salt: bytes | None = None) -> Redactor:
+    """The process's redactor for ``policy`` and ``salt``, shared by every run that uses them.
+
+    Redaction is a function of the text, the policy and the salt alone, so the runs of every
+    ledger in the process (a replay's too) share one cache: a string (a key, a system prompt,
+    an answer seen again) is checked once. Up to 16 policy and salt pairs are kept.
+    """
+    key = (policy.model_dump_json(), salt)
+    with _shared_lock:
+        found = _shared.get(key)
+        if found is None:
+            if len(_shared) >= _SHARED_MAX:
+                del _shared[next(iter(_shared))]
+            found = _shared[key] = Redactor(policy, salt=salt, cache_size=SHARED_CACHE)
+        return found
 
 
 def _walk(

@@ -37,10 +37,10 @@ from agentledger.ledger import (
     Ledger,
     ModelCallPort,
     RecordedEvent,
+    RequestKeys,
     Run,
     ServedCall,
     ToolSpec,
-    call_fingerprint,
     raise_recorded,
     request_refs,
 )
@@ -303,6 +303,8 @@ class ServingRecorder(CheckingRecorder):
         """Served calls not recorded yet: (request key, the messages served, the record)."""
         self._parties: weakref.WeakSet[Any] = weakref.WeakSet()
         self._blocked: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._requests = RequestKeys(self.redacted)
+        """The calls' fingerprints, worked out incrementally as the conversation grows."""
         self.served_calls = 0
         self.live_calls = 0
         self.served_tools = 0
@@ -342,7 +344,7 @@ class ServingRecorder(CheckingRecorder):
     def serve_model(self, call: CallRecord) -> ServedCall | None:
         """Serve ``call`` from the record; None (live) or a divergence when it cannot be."""
         self._parties.add(_party())
-        key = call_fingerprint(self._as_recorded(call), self._key(None))
+        key = self._requests.fingerprint(call, self._key(None))
         found = self.book.take_call(key)
         if found is None:
             if self._live:
@@ -382,20 +384,13 @@ class ServingRecorder(CheckingRecorder):
                 if messages is call.messages:
                     del self._reserved[index]
                     return found
-        key = call_fingerprint(self._as_recorded(call), self._key(None))
+        key = self._requests.fingerprint(call, self._key(None))
         with self._lock:
             for index, (reserved, _, found) in enumerate(self._reserved):
                 if reserved == key:
                     del self._reserved[index]
                     return found
         return None
-
-    def _as_recorded(self, call: CallRecord) -> CallRecord:
-        """``call`` with its request redacted as the run records it (what the record matches)."""
-        if self.redaction is None:
-            return call
-        messages = self.redacted([dict(m) for m in call.messages])
-        return replace(call, messages=messages, params=self.redacted(dict(call.params)))
 
     def _record_model(self, call: CallRecord, found: BookCall | None) -> int:
         if found is None:

@@ -19,6 +19,7 @@ from agentledger.ledger.redaction import (
     hashed_placeholder,
     redact_json,
     redact_text,
+    shared_redactor,
 )
 
 SALT = b"ledger-salt-1"
@@ -412,13 +413,13 @@ def test_one_redactor_shared_by_threads_gives_each_the_right_result() -> None:
     assert len(shared._cache) <= 8 + 8  # each thread may add one past the bound at once
 
 
-def test_the_runs_of_a_ledger_share_one_redactor_per_policy() -> None:
-    """A string checked in one run is not checked again in the next (same policy and salt)."""
+def test_the_runs_of_every_ledger_share_one_redactor_per_policy_and_salt() -> None:
+    """A string checked in one run is not checked again in the next, nor in a replay's ledger."""
     from agentledger.ledger import Ledger
 
-    with Ledger.open("memory://") as ledger:
+    with Ledger.open("memory://") as ledger, Ledger.open("memory://") as scratch:
         first = ledger.run_privacy(ledger.redaction)
-        second = ledger.run_privacy(ledger.redaction)
+        second = scratch.run_privacy(scratch.redaction)
         other = ledger.run_privacy(RedactionPolicy(actions={"email": "keep"}))
         assert first is not None
         assert second is not None
@@ -426,3 +427,10 @@ def test_the_runs_of_a_ledger_share_one_redactor_per_policy() -> None:
         assert first.redactor is second.redactor
         assert other.redactor is not first.redactor
         assert first._notes is not second._notes  # findings stay each run's own
+    salted = RedactionPolicy(actions={"email": "hash"})
+    assert shared_redactor(salted, b"one") is shared_redactor(salted, b"one")
+    assert shared_redactor(salted, b"one") is not shared_redactor(salted, b"two")
+    assert (
+        shared_redactor(salted, b"one").text("a@example.com")[0]
+        != shared_redactor(salted, b"two").text("a@example.com")[0]
+    )

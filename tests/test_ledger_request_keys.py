@@ -1,0 +1,79 @@
+"""`RequestKeys`: call fingerprints worked out incrementally, equal to the full ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentledger.ledger import CallRecord, RequestKeys, call_fingerprint
+from agentledger.ledger.redaction import Redactor
+
+TEXTS = st.sampled_from(
+    ["hello", "mail bob@example.com", "call +44 20 7946 0958", "ok [done]", "", "tool said 42"]
+)
+MESSAGES = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": TEXTS}
+)
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), MESSAGES),
+        st.tuples(st.just("drop"), st.integers(min_value=1, max_value=3)),
+        st.tuples(st.just("edit"), TEXTS),
+        st.tuples(st.just("fresh"), st.lists(MESSAGES, max_size=4)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _redactor(policy: bool) -> Any:
+    if not policy:
+        return lambda value: value
+    redactor = Redactor()
+    return lambda value: value if redactor.clean(value) else redactor.json(value)[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=STEPS, policy=st.booleans())
+def test_incremental_fingerprints_equal_the_full_ones(
+    steps: list[tuple[str, Any]], policy: bool
+) -> None:
+    """Growing, shrinking, mutated-in-place and fresh histories: always the full fingerprint."""
+    redact = _redactor(policy)
+    keys = RequestKeys(redact)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are careful."}]
+    for action, value in steps:
+        if action == "append":
+            messages.append(dict(value))
+        elif action == "drop":
+            del messages[-value:]
+        elif action == "edit" and messages:
+            messages[0]["content"] = value  # the caller mutates a dict it sent before
+        elif action == "fresh":
+            messages = [dict(m) for m in value]
+        call = CallRecord(
+            provider="openai",
+            model="gpt-4o-mini",
+            messages=messages,
+            params={"temperature": 0.0, "user": "bob@example.com"},
+        )
+        redacted = CallRecord(
+            provider="openai",
+            model="gpt-4o-mini",
+            messages=redact([dict(m) for m in messages]),
+            params=redact(dict(call.params)),
+        )
+        assert keys.fingerprint(call) == call_fingerprint(redacted)
+
+
+def test_a_changed_message_changes_the_fingerprint() -> None:
+    """Editing an earlier message in place is seen, not served from the chain."""
+    keys = RequestKeys(lambda value: value)
+    messages = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    before = keys.fingerprint(CallRecord(provider="p", model="m", messages=messages))
+    messages[0]["content"] = "changed"
+    after = keys.fingerprint(CallRecord(provider="p", model="m", messages=messages))
+    assert before != after
+    assert after == call_fingerprint(CallRecord(provider="p", model="m", messages=messages))
