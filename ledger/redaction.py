@@ -242,20 +242,24 @@ class Redactor:
         """Whether ``json(value)`` would give ``value`` back unchanged and find nothing.
 
         A quick pass that builds no paths and no copy: True when no string or key of ``value``
-        redacts to anything but itself and none holds a ``[`` (so no placeholder either).
-        False for anything else, a value that is not JSON included (`json` then names it).
+        redacts to anything but itself and none holds a placeholder (a ``[`` alone, as in JSON
+        or Markdown text, is no placeholder). False for anything else, a value that is not JSON
+        included (`json` then names it).
         """
         redact, cache, secret = self.redact, self._cache, SECRET_FIELDS.get
+        marked = placeholder_pattern().search
         stack: list[tuple[Any, Kind | None]] = [(value, None)]
         while stack:
             item, whole = stack.pop()
             kind = type(item)
             if kind is str:
-                if "[" in item or (cache.get((item, whole)) or redact(item, whole)) != item:
+                if ("[" in item and marked(item)) or (
+                    cache.get((item, whole)) or redact(item, whole)
+                ) != item:
                     return False
             elif kind is dict:
                 for key, child in item.items():
-                    if type(key) is not str or "[" in key:
+                    if type(key) is not str or ("[" in key and marked(key)):
                         return False
                     if (cache.get((key, None)) or redact(key)) != key:
                         return False
