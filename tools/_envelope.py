@@ -8,8 +8,9 @@ import any other layer of the project: the ledger stores these values, it does n
 
 from __future__ import annotations
 
-import copy
 import enum
+import functools
+import json
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -113,13 +114,15 @@ class ToolSpec(BaseModel):
     result_type: str
     parameters: dict[str, JSONValue]
 
+    @functools.cached_property
+    def parameters_json(self) -> str:
+        """``parameters`` as JSON text (made once: every model call offers the schema again)."""
+        return json.dumps(self.parameters)
+
     def neutral_schema(self) -> dict[str, JSONValue]:
         """Return the vendor-neutral shape ``{"name", "description", "parameters"}`` (a copy)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": copy.deepcopy(self.parameters),
-        }
+        parameters: dict[str, JSONValue] = json.loads(self.parameters_json)
+        return {"name": self.name, "description": self.description, "parameters": parameters}
 
     def openai_schema(self) -> dict[str, JSONValue]:
         """Return the OpenAI Chat Completions shape ``{"type": "function", "function": {...}}``."""
@@ -130,5 +133,5 @@ class ToolSpec(BaseModel):
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": copy.deepcopy(self.parameters),
+            "input_schema": json.loads(self.parameters_json),
         }
