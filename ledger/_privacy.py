@@ -133,9 +133,7 @@ class RunPrivacy:
         if event.kind in _UNREDACTED:
             return event
         changed: dict[str, Any] = {}
-        for name in type(event).model_fields:
-            if name in _STRUCTURAL or name.endswith("_ref"):
-                continue
+        for name in _free_text(type(event)):
             raw = getattr(event, name)
             if raw is None or isinstance(raw, bool | int | float):
                 continue
@@ -173,6 +171,21 @@ class RunPrivacy:
     def forget(self) -> None:
         """Drop the findings noted (the values they belong to were not recorded)."""
         self._notes.clear()
+
+
+_FREE_TEXT: dict[type[LedgerEvent], tuple[str, ...]] = {}
+
+
+def _free_text(kind: type[LedgerEvent]) -> tuple[str, ...]:
+    """The fields of an event class that may hold free text (all but the structural ones)."""
+    names = _FREE_TEXT.get(kind)
+    if names is None:
+        names = _FREE_TEXT[kind] = tuple(
+            name
+            for name in kind.model_fields
+            if name not in _STRUCTURAL and not name.endswith("_ref")
+        )
+    return names
 
 
 def _plain(value: Any) -> Any:
