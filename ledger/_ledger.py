@@ -36,7 +36,6 @@ from agentledger.ledger._records import (
     RunTotals,
     encode_blob,
 )
-from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_DURABILITY, DEFAULT_URL, Store, open_store
 from agentledger.ledger._subjects import (
     ERASED,
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     from agentledger.ledger._logging import EventLogger
     from agentledger.ledger._privacy import RunPrivacy
     from agentledger.ledger._recording import AsyncRunStart, RunRecorder
+    from agentledger.ledger._run import Run
     from agentledger.ledger._subject_keys import KeyTable
     from agentledger.ledger._tlog import LogHead, TransparencyLog
     from agentledger.ledger._verify import VerifyReport

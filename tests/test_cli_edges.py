@@ -530,8 +530,9 @@ def test_the_command_table_names_what_each_module_registers() -> None:
 def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> None:
     """`runs`, `show` and `verify` on SQLite load no agents, SDKs, psycopg, SQLAlchemy or crypto.
 
-    Nor the event catalogue's pydantic models, the redaction detectors or the recorder: they
-    read stored payloads as JSON. `verify` alone loads the verifier.
+    Nor the event catalogue's pydantic models, the redaction detectors, the recorder, the `Run`
+    aggregate or the transparency log's tables: they read stored payloads as JSON. `verify`
+    alone loads the verifier.
     """
     import subprocess
     import sys
@@ -545,6 +546,7 @@ def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> Non
     heavy += ["structlog", "agentledger.projections", "eventsourcing.postgres", "asyncio"]
     heavy += ["pydantic", "agentledger.ledger.events", "agentledger.ledger.redaction"]
     heavy += ["agentledger.ledger._recording", "agentledger.ledger._entry", "concurrent.futures"]
+    heavy += ["agentledger.ledger._run", "agentledger.ledger._tlog_tables"]
     verifier = ["agentledger.ledger._verify"]
     for url, command in (
         (db, ["runs"]),
