@@ -29,17 +29,16 @@ from agentledger.ledger import (
     RecordedEvent,
     RunQuery,
     UnknownBlobError,
-    VerifyReport,
-    blob_refs_in,
 )
 
 if TYPE_CHECKING:
     from agentledger.cli._report_html import Seen
+    from agentledger.ledger import VerifyReport
     from agentledger.projections import SnapshotReport
 
-# The read model, the report renderer and the trust commands are imported by the commands that
-# use them, so `runs`, `show` and `verify` start without SQLAlchemy, the signing library or the
-# report's assets.
+# The read model, the report renderer, the trust commands and the verifier are imported by the
+# commands that use them, so `runs`, `show` and `verify` start without SQLAlchemy, the signing
+# library or the report's assets, and `runs` and `show` without the verifier.
 
 __all__ = ["register"]
 
@@ -221,6 +220,8 @@ def note_truncated(shown: int, total: int) -> None:
 
 def resolved_events(ledger: Ledger, run_id: str) -> dict[str, Any]:
     """A run's events with every referenced blob resolved (conversations as message lists)."""
+    from agentledger.ledger import blob_refs_in
+
     records = ledger.events(run_id)
     calls = [r.payload for r in records if r.kind == "ModelCalled"]
     heads = [p[k] for p in calls for k in ("messages_ref", "response_ref") if p.get(k)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -255,4 +254,6 @@ def end_progress(total: int) -> None:
 def quiet_sdk_logs(verbose: bool) -> None:
     """Keep the SDK's own export log lines off stderr (we report failures ourselves), unless -v."""
     if not verbose:
+        import logging  # only an OTLP export pays for it
+
         logging.getLogger("opentelemetry").addHandler(logging.NullHandler())

@@ -39,11 +39,11 @@ from agentledger.ledger._records import (
     RunQuery,
     RunTotals,
 )
-from agentledger.ledger._tlog_tables import LOG_TABLES_SQLITE
 from agentledger.ledger.errors import CorruptEventError
 
 __all__ = [
     "EVENTS_TABLE",
+    "LOG_TABLES_SQLITE",
     "LedgerRecorder",
     "LedgerSQLiteConnection",
     "MemoryRecorder",
@@ -313,6 +313,29 @@ def _run_insert_totals(update: RunIndexUpdate) -> tuple[Any, ...]:
     """A new row's totals, after `_run_insert_params` (for `_TOTAL_COLUMNS`)."""
     t = update.totals
     return (t.input_tokens, t.output_tokens, t.cost_usd, t.model_latency_ms, t.tool_latency_ms)
+
+
+LOG_TABLES_SQLITE = [
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_batches (first_leaf INTEGER PRIMARY KEY, "
+        "size INTEGER NOT NULL, first_nid INTEGER NOT NULL, last_nid INTEGER NOT NULL, "
+        "gaps TEXT NOT NULL)"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_events (first_leaf INTEGER PRIMARY KEY, "
+        "events BLOB NOT NULL)"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_tiles (level INTEGER NOT NULL, "
+        "idx INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS agentledger_log_checkpoints (size INTEGER NOT NULL, "
+        "root BLOB NOT NULL, note TEXT NOT NULL, PRIMARY KEY (size, root)) WITHOUT ROWID"
+    ),
+]
+"""The transparency log's tables in SQLite (see `_tlog_tables` for what each holds), created
+with the ledger's: here, so that opening a ledger does not import the log's code."""
 
 
 class LedgerSQLiteConnection(SQLiteConnection):

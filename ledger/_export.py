@@ -37,7 +37,13 @@ from agentledger.ledger._canonical import (
 from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._ports import parse_timestamp
-from agentledger.ledger._records import RecordedEvent, RunIndexUpdate, RunTotals, encode_blob
+from agentledger.ledger._records import (
+    IMPORT_BATCH,
+    RecordedEvent,
+    RunIndexUpdate,
+    RunTotals,
+    encode_blob,
+)
 from agentledger.ledger._run import Run
 from agentledger.ledger._subjects import is_sealed
 from agentledger.ledger._verify import blob_refs_in, verify_run
@@ -55,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "export_run", "import_run"]
 
 FORMAT = "agentledger-export/v1"
-_IMPORT_BATCH = 500
+_IMPORT_BATCH = IMPORT_BATCH
 
 
 BLOB_PAGE_SIZE = 500

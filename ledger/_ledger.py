@@ -18,18 +18,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
-from pydantic import ValidationError
 
 from agentledger.ledger._canonical import as_recorded, canonical_json_trusted, loads
 from agentledger.ledger._codec import unpack_blob
-from agentledger.ledger._entry import PromptSpec, RecordedFunction, entry_point, prompt_refs
 from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
-from agentledger.ledger._privacy import RunPrivacy, policy_of, policy_setting
 from agentledger.ledger._records import (
     EVENT_PAGE_SIZE,
+    VERIFY_PAGE,
     BlobRow,
     RecordedEvent,
     RunIndexUpdate,
@@ -38,9 +36,7 @@ from agentledger.ledger._records import (
     RunTotals,
     encode_blob,
 )
-from agentledger.ledger._run import Run
 from agentledger.ledger._store import DEFAULT_DURABILITY, DEFAULT_URL, Store, open_store
-from agentledger.ledger._subject_keys import KeyTable, key_table
 from agentledger.ledger._subjects import (
     ERASED,
     ERASURE_STREAM,
@@ -49,8 +45,6 @@ from agentledger.ledger._subjects import (
     check_subject,
     sealed_parts,
 )
-from agentledger.ledger._verify import VerifyReport, forks_past_end
-from agentledger.ledger._verify_pages import VERIFY_PAGE, PagedVerify
 from agentledger.ledger.errors import (
     ConcurrencyError,
     CorruptBlobError,
@@ -64,21 +58,26 @@ from agentledger.ledger.errors import (
     UnknownRunError,
     UsageError,
 )
-from agentledger.ledger.events import (
-    ConfigIdentity,
-    EntryPoint,
-    LedgerEvent,
-    RunAnnotated,
-    RunStarted,
-)
-from agentledger.ledger.redaction import RedactionPolicy, shared_redactor
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from agentledger.ledger._committer import GroupCommitter
+    from agentledger.ledger._entry import PromptSpec
     from agentledger.ledger._erasure import ErasureResult
     from agentledger.ledger._logging import EventLogger
+    from agentledger.ledger._privacy import RunPrivacy
     from agentledger.ledger._recording import AsyncRunStart, RunRecorder
+    from agentledger.ledger._run import Run
+    from agentledger.ledger._subject_keys import KeyTable
     from agentledger.ledger._tlog import LogHead, TransparencyLog
+    from agentledger.ledger._verify import VerifyReport
+    from agentledger.ledger.events import ConfigIdentity, EntryPoint, LedgerEvent, RunStarted
+    from agentledger.ledger.redaction import RedactionPolicy
+
+# Reading runs and their events needs none of the event catalogue's pydantic models, the
+# redaction policy or the verifier: those modules are imported where they are used, so that
+# `agentledger runs` starts without them.
 
 __all__ = ["Head", "Ledger", "Prepared", "RunQuery", "Sealed"]
 
@@ -97,6 +96,8 @@ DEFAULT_REDACTION = _Default()
 
 
 def _policy(redaction: RedactionPolicy | _Default | None) -> RedactionPolicy | None:
+    from agentledger.ledger.redaction import RedactionPolicy
+
     if isinstance(redaction, _Default):
         return RedactionPolicy()
     checked: object = redaction  # callers without type checking may pass anything
@@ -125,7 +126,9 @@ class Ledger:
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise UsageError(f"limits= takes a Limits, not {type(limits).__name__}")
-        self.redaction: RedactionPolicy | None = _policy(redaction)
+        if not isinstance(redaction, _Default):
+            redaction = _policy(redaction)  # refuses a wrong value at once
+        self._redaction: RedactionPolicy | _Default | None = redaction
         self._salt = redaction_salt
         self._store = store
         self.clock: Clock = clock or SystemClock()
@@ -190,6 +193,21 @@ class Ledger:
             redaction=redaction,
             redaction_salt=redaction_salt,
         )
+
+    @property
+    def redaction(self) -> RedactionPolicy | None:
+        """The policy every run records with unless it names its own (None: redact nothing).
+
+        ``RedactionPolicy()`` unless the ledger was opened with another; made on first use, so
+        that a ledger that only reads never builds it.
+        """
+        if isinstance(self._redaction, _Default):
+            self._redaction = _policy(self._redaction)
+        return self._redaction
+
+    @redaction.setter
+    def redaction(self, policy: RedactionPolicy | None) -> None:
+        self._redaction = _policy(policy)
 
     @property
     def url(self) -> str:
@@ -361,6 +379,8 @@ class Ledger:
         loop (``asyncio.run``); inside a running loop, use `arecord_function`. Lambdas, nested
         functions and bound methods are refused (`EntryError`): replay could not import them back.
         """
+        from agentledger.ledger._entry import RecordedFunction
+
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         if inspect.iscoroutinefunction(function):
             import asyncio  # only an async function's run pays for it
@@ -416,6 +436,8 @@ class Ledger:
         A plain (sync) function runs in a worker thread, so it may block without stalling the
         event loop.
         """
+        from agentledger.ledger._entry import RecordedFunction
+
         function = fn.function if isinstance(fn, RecordedFunction) else fn
         options = self._function_options(fn, input, agent, tags, prompts, config, run_id)
         options["redaction"] = redaction
@@ -445,6 +467,8 @@ class Ledger:
         config: ConfigIdentity | None,
         run_id: str | None,
     ) -> dict[str, Any]:
+        from agentledger.ledger._entry import RecordedFunction, entry_point
+
         entry = entry_point(fn)
         marked = fn if isinstance(fn, RecordedFunction) else None
         qualname = entry.path.partition(":")[2]
@@ -479,6 +503,10 @@ class Ledger:
         The policy is ``redaction``, else the one ``config`` records (a rerun keeps its
         parent's), else the ledger's; it is recorded in the configuration identity.
         """
+        from agentledger.ledger._entry import prompt_refs
+        from agentledger.ledger._privacy import policy_of, policy_setting
+        from agentledger.ledger.events import ConfigIdentity, RunStarted
+
         if isinstance(tags, str):
             raise InvalidEventError("RunStarted", "tags: give a list of tags, not one string")
         identity = config or ConfigIdentity()
@@ -518,6 +546,8 @@ class Ledger:
         """The subject key table of this ledger's database."""
         table: KeyTable | None = self.__dict__.get("_key_table")
         if table is None:
+            from agentledger.ledger._subject_keys import key_table
+
             table = self.__dict__["_key_table"] = key_table(self._store)
         return table
 
@@ -623,6 +653,9 @@ class Ledger:
         """A run's redaction under ``policy`` (keyed by the ledger's salt); None for no policy."""
         if policy is None:
             return None
+        from agentledger.ledger._privacy import RunPrivacy
+        from agentledger.ledger.redaction import shared_redactor
+
         salt = self.redaction_salt() if policy.hashes else None
         return RunPrivacy(policy, salt, redactor=shared_redactor(policy, salt))
 
@@ -659,6 +692,8 @@ class Ledger:
         The note and reason are redacted by the ledger's policy first; a run may be closed, so
         no PolicyDecided can follow it: each kind redacted is named in a ``redacted:KIND`` label.
         """
+        from agentledger.ledger.events import RunAnnotated
+
         event: LedgerEvent = RunAnnotated(
             author=author,
             note=note,
@@ -1007,6 +1042,9 @@ class Ledger:
         tail that took the end event with it, under an index row rewritten to match, cannot be
         told from a run still recording (see `agentledger.ledger._verify`).
         """
+        from agentledger.ledger._verify import forks_past_end
+        from agentledger.ledger._verify_pages import PagedVerify
+
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise UsageError(f"verify: page_size must be a whole number >= 1, got {page_size!r}")
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
@@ -1175,6 +1213,8 @@ class Ledger:
 
     @staticmethod
     def _event(event_class: type[LedgerEvent], **fields: Any) -> LedgerEvent:
+        from pydantic import ValidationError
+
         try:
             return event_class(**fields)
         except ValidationError as e:
@@ -1182,6 +1222,8 @@ class Ledger:
 
     def _prepare(self, event: LedgerEvent) -> Prepared:
         """An event's payload and canonical bytes, checked against the ledger's `Limits`."""
+        from agentledger.ledger.events import LedgerEvent
+
         if not isinstance(event, LedgerEvent):
             raise InvalidEventError(type(event).__name__, "the ledger takes catalogue events")
         payload = _dump(event, exclude_defaults=True)

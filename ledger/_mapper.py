@@ -8,6 +8,7 @@ databases.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 from uuid import UUID
@@ -18,11 +19,20 @@ from eventsourcing.utils import get_topic
 from agentledger.ledger._codec import pack_state, unpack_state
 from agentledger.ledger._hashing import hash_envelope_with_payload_bytes
 from agentledger.ledger._ports import parse_timestamp
-from agentledger.ledger._run import Run
 
 __all__ = ["EnvelopeMapper", "seal", "state_bytes"]
 
-_RUN_TOPIC = get_topic(Run)
+
+@functools.cache
+def _run_events() -> tuple[type[Any], type[Any], str]:
+    """`Run.Started`, `Run.Recorded` and the aggregate's topic.
+
+    Imported on first decode: only `Ledger.load` rebuilds the aggregate, and reading runs and
+    events never does.
+    """
+    from agentledger.ledger._run import Run
+
+    return Run.Started, Run.Recorded, get_topic(Run)
 
 
 def state_bytes(
@@ -96,7 +106,8 @@ class EnvelopeMapper(Mapper[UUID]):
         """Decode a stored event into the aggregate's event class."""
         body = json.loads(unpack_state(stored_event.state))
         started = stored_event.topic == "RunStarted"
-        cls = Run.Started if started else Run.Recorded
+        started_class, recorded_class, topic = _run_events()
+        cls = started_class if started else recorded_class
         fields: dict[str, Any] = {
             "originator_id": UUID(str(stored_event.originator_id)),
             "originator_version": stored_event.originator_version,
@@ -111,7 +122,7 @@ class EnvelopeMapper(Mapper[UUID]):
             "payload_jcs": b"",
         }
         if started:
-            fields["originator_topic"] = _RUN_TOPIC
+            fields["originator_topic"] = topic
         event = object.__new__(cls)
         object.__setattr__(event, "__dict__", fields)
         return event

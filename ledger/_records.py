@@ -11,15 +11,19 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentledger.ledger._canonical import loads
 from agentledger.ledger._codec import pack_blob, unpack_state
 from agentledger.ledger.errors import CorruptEventError
-from agentledger.ledger.events import LedgerEvent, event_type, upcast
+
+if TYPE_CHECKING:
+    from agentledger.ledger.events import LedgerEvent
 
 __all__ = [
     "EVENT_PAGE_SIZE",
+    "IMPORT_BATCH",
+    "VERIFY_PAGE",
     "BlobRow",
     "RecordedEvent",
     "RunIndexUpdate",
@@ -31,6 +35,11 @@ __all__ = [
 
 EVENT_PAGE_SIZE = 1000
 """How many events `Ledger.iter_events` (and the readers built on it) read per query."""
+VERIFY_PAGE = 1_000
+"""Events read per query by `Ledger.verify` (its ``page_size``)."""
+IMPORT_BATCH = 500
+"""Events an import commits per transaction (`_export`): `verify` accepts an index start time
+stamped by any event of a run's first batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +235,8 @@ class RecordedEvent:
     @cached_property
     def event(self) -> LedgerEvent:
         """The payload as its catalogue class, upcast to the current version."""
+        from agentledger.ledger.events import event_type, upcast  # the models are built on use
+
         cls = event_type(self.kind)
         return cls.model_validate(upcast(self.kind, self.version, self.payload))
 

@@ -20,7 +20,9 @@ reads what follows the last integrated notification id. Three tables:
 - ``agentledger_log_checkpoints``: the signed checkpoints this ledger issued (public text).
 
 None of this is trusted by verification: a checkpoint's root is re-derived from the events, and
-proofs read from tiles are checked against a signed root. Must not know events' meaning.
+proofs read from tiles are checked against a signed root. The tables' SQLite DDL is created with
+the ledger's own tables (`_backends.LOG_TABLES_SQLITE`, so that opening a ledger does not load
+this module); their PostgreSQL DDL is in `_tlog_tables_pg`. Must not know events' meaning.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from eventsourcing.persistence import IntegrityError
 from agentledger.ledger.errors import TransparencyLogError
 
 __all__ = [
-    "LOG_TABLES_SQLITE",
     "Head",
     "LogBatch",
     "LogConflictError",
@@ -194,27 +195,6 @@ def _batch(row: Sequence[Any]) -> LogBatch:
 
 def _gaps(batch: LogBatch) -> str:
     return json.dumps(list(batch.gaps))
-
-
-LOG_TABLES_SQLITE = [
-    (
-        "CREATE TABLE IF NOT EXISTS agentledger_log_batches (first_leaf INTEGER PRIMARY KEY, "
-        "size INTEGER NOT NULL, first_nid INTEGER NOT NULL, last_nid INTEGER NOT NULL, "
-        "gaps TEXT NOT NULL)"
-    ),
-    (
-        "CREATE TABLE IF NOT EXISTS agentledger_log_events (first_leaf INTEGER PRIMARY KEY, "
-        "events BLOB NOT NULL)"
-    ),
-    (
-        "CREATE TABLE IF NOT EXISTS agentledger_log_tiles (level INTEGER NOT NULL, "
-        "idx INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID"
-    ),
-    (
-        "CREATE TABLE IF NOT EXISTS agentledger_log_checkpoints (size INTEGER NOT NULL, "
-        "root BLOB NOT NULL, note TEXT NOT NULL, PRIMARY KEY (size, root)) WITHOUT ROWID"
-    ),
-]
 
 
 class SQLiteLogTables:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentledger.ledger._backends import _PREVIEW, _preview
 from agentledger.ledger._hashing import GENESIS, parsed_event_hash
-from agentledger.ledger._records import RecordedEvent, RunInfo, RunTotals
+from agentledger.ledger._records import IMPORT_BATCH, RecordedEvent, RunInfo, RunTotals
 from agentledger.ledger._verify_blobs import (
     BlobCheck,
     BlobLookup,
@@ -197,8 +197,6 @@ class RunVerifier:
         recomputed: dict[int, bytes] | None = None,
         origins: Mapping[str, int] | None = None,
     ) -> None:
-        from agentledger.ledger._export import _IMPORT_BATCH
-
         self.report = VerifyReport(runs_checked=1)
         self._blobs = blobs
         self.named_blobs = RunBlobs(self._blob_problem)
@@ -206,7 +204,7 @@ class RunVerifier:
         self._info = info
         self._indexed = indexed
         self._chain = _Chain(run_id, origins, recomputed=recomputed)
-        self._run = _Run(run_id, import_batch=_IMPORT_BATCH)
+        self._run = _Run(run_id, import_batch=IMPORT_BATCH)
         self._blob_problems: list[Problem] = []
         self._sum_totals = info is not None and info.totals is not None
 

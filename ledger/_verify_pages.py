@@ -14,15 +14,13 @@ from typing import Any
 from uuid import UUID
 
 from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
-from agentledger.ledger._records import RecordedEvent, RunInfo
+from agentledger.ledger._records import VERIFY_PAGE, RecordedEvent, RunInfo
 from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport
 from agentledger.ledger._verify_blobs import BlobLookup
 from agentledger.ledger.errors import CorruptEventError
 
 __all__ = ["VERIFY_PAGE", "PagedVerify"]
 
-VERIFY_PAGE = 1_000
-"""Events read per query by `Ledger.verify` (its ``page_size``)."""
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 Page = tuple[list[RecordedEvent], dict[int, str]]

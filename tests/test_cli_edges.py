@@ -528,26 +528,46 @@ def test_the_command_table_names_what_each_module_registers() -> None:
 
 
 def test_reading_commands_start_without_the_heavy_modules(tmp_path: Path) -> None:
-    """`runs`, `show` and `verify` on SQLite load no agents, SDKs, psycopg, SQLAlchemy or crypto."""
+    """`runs`, `show` and `verify` on SQLite load no agents, SDKs, psycopg, SQLAlchemy or crypto.
+
+    Nor the event catalogue's pydantic models, the redaction detectors, the recorder, the `Run`
+    aggregate or the transparency log's tables: they read stored payloads as JSON. `verify`
+    alone loads the verifier.
+    """
     import subprocess
     import sys
 
     db = f"sqlite:///{tmp_path / 'l.db'}"
-    with Ledger.open(db) as ledger, ledger.record_run("a", input="q") as run:
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    with Ledger.open(db) as ledger, ledger.record_run("a", input="q", tags=["t"]) as run:
         run.answer("x")
+    Ledger.open(empty).close()
     heavy = ["agentledger.agents", "openai", "anthropic", "psycopg", "sqlalchemy", "cryptography"]
     heavy += ["structlog", "agentledger.projections", "eventsourcing.postgres", "asyncio"]
-    for command in (["runs"], ["show", "last"], ["verify"]):
+    heavy += ["pydantic", "agentledger.ledger.events", "agentledger.ledger.redaction"]
+    heavy += ["agentledger.ledger._recording", "agentledger.ledger._entry", "concurrent.futures"]
+    heavy += ["agentledger.ledger._run", "agentledger.ledger._tlog_tables"]
+    verifier = ["agentledger.ledger._verify"]
+    for url, command in (
+        (db, ["runs"]),
+        (db, ["runs", "--json", "--tag", "t", "--since", "1d"]),
+        (empty, ["runs"]),
+        (db, ["show", "last"]),
+        (db, ["show", "--help"]),
+        (db, ["verify"]),
+        (empty, ["verify"]),
+    ):
         script = (
             "import sys\nfrom agentledger.cli import main\n"
-            f"status = main(['--db', {db!r}, *{command!r}])\n"
-            f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+            f"try:\n    status = main(['--db', {url!r}, *{command!r}])\n"
+            f"finally:\n    print(sorted(m for m in {heavy + verifier!r} if m in sys.modules))\n"
             "raise SystemExit(status)"
         )
         done = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, check=True
         )
-        assert done.stdout.strip().splitlines()[-1] == "[]", (command, done.stdout)
+        expected = verifier if command[0] == "verify" else []
+        assert done.stdout.strip().splitlines()[-1] == str(expected), (command, done.stdout)
 
 
 def test_show_follow_prints_new_events_until_the_run_ends(tmp_path: Path) -> None:
