@@ -302,6 +302,42 @@ def test_a_growing_list_stores_each_item_once(saver: LedgerCheckpointSaver, ledg
     assert [len(h.values.get("messages", [])) for h in history][:3] == [41, 40, 39]
 
 
+def test_string_versions_come_back_exactly_under_the_default_redaction(ledger: Ledger) -> None:
+    """LangGraph's string versions come back exactly: they are stored as numbers.
+
+    ``f"{n:032}.{h:016}"``, as InMemorySaver and SqliteSaver make them: their digits can read as
+    a card number, which redaction would replace.
+    """
+    card_like = "00000000000000000000000000000047.0.4677408879386158"  # Luhn-valid 16 digits
+    other = f"{3:032}.{0.5:016}"  # ...03.00000000000000.5
+    custom = "00000000000000000000000000000003.0.5"  # not that form: kept as a string
+    checkpoint: Any = {
+        "v": 4,
+        "id": "1f0a0000-0000-6000-8000-000000000001",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"notes": ["x" * 80]},
+        "channel_versions": {"notes": card_like, "__start__": other, "custom": custom},
+        "versions_seen": {"model": {"notes": card_like}, "__input__": {}},
+        "updated_channels": ["notes"],
+    }
+    config: Any = {"configurable": {"thread_id": "versions", "checkpoint_ns": ""}}
+    saver = LedgerCheckpointSaver(ledger)
+    saved = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"notes": card_like})
+    saver.put_writes(saved, [("notes", ["y"])], "task-1")
+    for reader in (saver, LedgerCheckpointSaver(ledger)):
+        found = reader.get_tuple(config)
+        assert found is not None
+        assert found.checkpoint["channel_versions"] == checkpoint["channel_versions"]
+        assert found.checkpoint["versions_seen"] == checkpoint["versions_seen"]
+        assert found.checkpoint["channel_values"] == {"notes": ["x" * 80]}
+        assert found.pending_writes == [("task-1", "notes", ["y"])]
+    started = next(
+        r for r in ledger.events(saver.run_id("versions") or "") if r.kind == "StepStarted"
+    )
+    stored = started.payload["args"]["checkpoint"]["channel_versions"]
+    assert stored == {"notes": [47, 0.4677408879386158], "__start__": [3, 0.5], "custom": custom}
+
+
 class Mixed(TypedDict, total=False):
     """A list channel whose items change shape from step to step."""
 

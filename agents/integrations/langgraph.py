@@ -402,7 +402,8 @@ class _Thread:
                 self.open_step = None
             output = payload.get("output")
             if isinstance(output, dict) and output.get("langgraph") == "writes":
-                self._add_writes(str(output.get("task_id", payload.get("step_id"))), output)
+                step_id = str(payload.get("step_id"))
+                self._add_writes(str(output.get("task_id", step_id)), step_id, output)
         elif kind == "DeltaApplied" and payload.get("source") == SOURCE:
             self.world_patches.append(payload.get("patch", {}))
         elif kind == "RunAnnotated" and HIDDEN_LABEL in payload.get("labels", ()):
@@ -413,6 +414,7 @@ class _Thread:
             self.closed = True
 
     def _add_checkpoint(self, payload: dict[str, Any], args: dict[str, Any], position: int) -> None:
+        args = _unpacked_args(args)
         ns = str(args.get("ns", ""))
         cid = str(payload["step_id"])
         parent = payload.get("parent_step_id")
@@ -456,8 +458,9 @@ class _Thread:
                 ch: slot for ch, (_, slot) in cp.resolved.items() if _user_channel(ch)
             }
 
-    def _add_writes(self, task_id: str, output: dict[str, Any]) -> None:
-        key = (str(output.get("ns", "")), str(output.get("checkpoint_id")))
+    def _add_writes(self, task_id: str, step_id: str, output: dict[str, Any]) -> None:
+        """A task's writes; the checkpoint is the step's when the output does not name it."""
+        key = (str(output.get("ns", "")), str(output.get("checkpoint_id", step_id)))
         task_path = str(output.get("task_path", ""))
         stored = self.writes.setdefault(key, {})
         for index, item in enumerate(output.get("writes", ())):
@@ -467,6 +470,84 @@ class _Thread:
             stored[task_id, idx] = _Write(
                 task_id, str(item["channel"]), idx, task_path, _slot(item)
             )
+
+
+def _packed_version(version: Any) -> Any:
+    """A version as stored: LangGraph's string form as numbers, anything else as it is.
+
+    ``f"{n:032}.{h:016}"`` (InMemorySaver's and SqliteSaver's versions) is stored as ``[n, h]``.
+    Numbers are never redacted, and the form is shorter: the string's digits can read as a card
+    number to the ledger's redaction, which would otherwise change the version as stored. Only
+    a string the numbers give back exactly is packed.
+    """
+    if type(version) is not str or len(version) < 34 or version[32] != ".":
+        return version
+    try:
+        count, mark = int(version[:32]), float(version[33:])
+    except ValueError:
+        return version
+    if (
+        0 <= count <= _MAX_SAFE
+        and math.isfinite(mark)
+        and not mark.is_integer()
+        and f"{count:032}.{mark:016}" == version
+    ):
+        return [count, mark]
+    return version
+
+
+def _unpacked_version(version: Any) -> Any:
+    """A version as LangGraph wrote it (see `_packed_version`)."""
+    if type(version) is list and len(version) == 2:
+        return f"{version[0]:032}.{version[1]:016}"
+    return version
+
+
+def _packed_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint (without its values) with its versions packed (`_packed_version`)."""
+    out = dict(body)
+    versions = body.get("channel_versions")
+    if type(versions) is dict:
+        out["channel_versions"] = {k: _packed_version(v) for k, v in versions.items()}
+    seen = body.get("versions_seen")
+    if type(seen) is dict:
+        out["versions_seen"] = {
+            node: {k: _packed_version(v) for k, v in by.items()} if type(by) is dict else by
+            for node, by in seen.items()
+        }
+    return out
+
+
+def _unpacked_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's record with its versions as LangGraph wrote them (a copy when packed)."""
+    body = args.get("checkpoint")
+    channels = args.get("channels")
+    out = args
+    if type(body) is dict:
+        versions = body.get("channel_versions")
+        seen = body.get("versions_seen")
+        unpacked = dict(body)
+        if type(versions) is dict:
+            unpacked["channel_versions"] = {k: _unpacked_version(v) for k, v in versions.items()}
+        if type(seen) is dict:
+            unpacked["versions_seen"] = {
+                node: {k: _unpacked_version(v) for k, v in by.items()} if type(by) is dict else by
+                for node, by in seen.items()
+            }
+        out = {**args, "checkpoint": unpacked}
+    if type(channels) is dict and any(
+        type(e) is dict and type(e.get("version")) is list for e in channels.values()
+    ):
+        out = {
+            **out,
+            "channels": {
+                ch: {**e, "version": _unpacked_version(e["version"])}
+                if type(e) is dict and "version" in e
+                else e
+                for ch, e in channels.items()
+            },
+        }
+    return out
 
 
 def _version_key(version: Any) -> Any:
@@ -685,7 +766,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         for channel, version in new_versions.items():
             entry: dict[str, Any] = {}
             if _version_key(version) != _version_key(versions.get(channel)):
-                entry["version"] = version
+                entry["version"] = _packed_version(version)
             if channel in values:
                 entry.update(
                     self._store_channel(
@@ -701,8 +782,9 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             channels[channel] = entry
         args: dict[str, Any] = {"langgraph": "checkpoint", "ns": ns}
         body = {k: v for k, v in checkpoint.items() if k not in {"channel_values", "id"}}
-        if _plain(body):
-            args["checkpoint"] = body
+        packed = _packed_body(body)
+        if _plain(packed):
+            args["checkpoint"] = packed
         else:
             args["checkpoint_ref"] = self._put_value(recorder, body)
         if _plain(dict(metadata)):
@@ -799,7 +881,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 error = ErrorInfo(type=type(value).__name__, message=str(value)[:4000])
         if not items:
             return
-        output: dict[str, Any] = {"langgraph": "writes", "checkpoint_id": checkpoint_id}
+        output: dict[str, Any] = {"langgraph": "writes"}
         if ns:
             output["ns"] = ns
         if task_path:
@@ -808,7 +890,9 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         parent = thread.checkpoints.get((ns, checkpoint_id))
         step_id = task_id
         if thread.open_step == (ns, checkpoint_id):  # the superstep's first task closes it
-            step_id, output["task_id"] = checkpoint_id, task_id
+            step_id, output["task_id"] = checkpoint_id, task_id  # the step names the checkpoint
+        else:
+            output["checkpoint_id"] = checkpoint_id
         recorder.record(
             StepCompleted(
                 step_id=step_id,
