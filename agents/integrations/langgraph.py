@@ -1347,7 +1347,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         node: dict[str, Any] = {"count": count}
         if all(_plain(item) for item in tail):
             node["items"] = tail
-            copies = json.loads(_dumps(tail))
+            copies = _fresh(tail)
         else:
             encoded = [self.serde.dumps_typed(item) for item in tail]
             node["typed_items"] = [
@@ -1411,7 +1411,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             if how == "scalars":
                 return list(every)
             if how == "dicts":
-                return list(map(dict, every))
+                return list(map(dict.copy, every))
             return _copies(every)
         out: list[Any] = []
         typed: list[tuple[str, bytes]] = []
@@ -1426,7 +1426,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 if shape is None:
                     shape = self._shapes[node_ref] = _shape(items)
                 if shape == "dicts":
-                    out.extend(map(dict, items))
+                    out.extend(map(dict.copy, items))
                 elif shape == "scalars":
                     out.extend(items)
                 else:
@@ -1576,10 +1576,16 @@ def _older(thread: _Thread, cp: _Checkpoint) -> bool:
 
 
 def _fresh(value: Any) -> Any:
-    """A deep copy of a JSON value (the saver never hands out what it keeps)."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return json.loads(_dumps(value))
+    """A deep copy of a JSON value (the saver never hands out what it keeps).
+
+    Recursive: stored values are at most `_MAX_PLAIN_DEPTH` deep (`_plain`).
+    """
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else _fresh(v) for v in value]
+    return value
 
 
 def _shape(items: list[Any]) -> str:
@@ -1611,7 +1617,7 @@ def _copies(items: Sequence[Any]) -> list[Any]:
     out: list[Any] = []
     for item in items:
         if type(item) is dict and all(type(v) in _SCALARS for v in item.values()):
-            out.append(dict(item))
+            out.append(item.copy())
         else:
             out.append(_fresh(item))
     return out
