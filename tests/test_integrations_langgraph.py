@@ -476,7 +476,17 @@ def test_two_savers_on_one_ledger_take_turns(sqlite_url: str) -> None:
         chat_graph(one).invoke(FIRST, _config("shared"), durability="sync")
         graph = chat_graph(other)
         assert graph.get_state(_config("shared")).next == ("review",)
+        run_id = other.run_id("shared") or ""
+        before = one_ledger.run(run_id).event_count
         graph.invoke(Command(resume="yes"), _config("shared"), durability="sync")
+        # `other` read the thread without its world state, then its deltas are patches of it
+        patches = [
+            r.payload["patch"]
+            for r in other_ledger.events(run_id, after=before, kinds={"DeltaApplied"})
+        ]
+        assert patches
+        assert all(set(p.get("messages", {})) <= {"000004"} for p in patches)
+        assert world_state(other_ledger, run_id)["messages"]["000004"]["content"] == "yes"
         # `one` still holds its old view of the thread: its next write must land after other's
         stale = chat_graph(one)
         assert stale.get_state(_config("shared")).values["approved"] is True

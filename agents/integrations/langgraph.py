@@ -113,6 +113,9 @@ _CACHED_THREADS = 256
 _CACHED_LISTS = 512
 _CACHED_NODES = 8192
 _SCALARS = (str, int, float, bool, type(None))
+_FOLDED = frozenset({"StepStarted", "StepCompleted", "RunAnnotated", "RunCompleted", "RunFailed"})
+"""The kinds a thread first read from the ledger folds (its DeltaApplied: when needed)."""
+_WORLD = ("DeltaApplied",)
 _INLINE_VALUE = 64
 """Channel values whose JSON is at most this long are kept in the checkpoint's record: a blob
 reference alone is 71 characters."""
@@ -349,6 +352,9 @@ class _Thread:
     versions: dict[tuple[str, str, Any], Slot] = field(default_factory=dict)
     world_base: Any = field(default_factory=dict)
     world_patches: list[Any] = field(default_factory=list)
+    world_read: bool = True
+    """Whether the DeltaApplied patches were folded; a thread first read from the ledger leaves
+    them out (reading its checkpoints needs none) until a write needs its world state."""
     world_slots: dict[str, Slot] = field(default_factory=dict)
     lists: dict[tuple[str, str], _ListState] = field(default_factory=dict)
     open_step: Key | None = None
@@ -405,7 +411,8 @@ class _Thread:
                 step_id = str(payload.get("step_id"))
                 self._add_writes(str(output.get("task_id", step_id)), step_id, output)
         elif kind == "DeltaApplied" and payload.get("source") == SOURCE:
-            self.world_patches.append(payload.get("patch", {}))
+            if self.world_read:
+                self.world_patches.append(payload.get("patch", {}))
         elif kind == "RunAnnotated" and HIDDEN_LABEL in payload.get("labels", ()):
             key = self.by_position.get(payload.get("about_position", -1))
             if key is not None:
@@ -1157,8 +1164,10 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 self._threads.pop(thread_id, None)
                 return None
             if info.status == "running":
-                thread = _Thread(thread_id, generation, run_id)
-                self._refresh(thread)
+                thread = _Thread(thread_id, generation, run_id, world_read=False)
+                for record in self.ledger.events(run_id, upto=info.event_count, kinds=_FOLDED):
+                    thread.fold(record)
+                thread.position = max(thread.position, info.event_count)
                 if not thread.closed:
                     self._remember(thread)
                     return thread
@@ -1517,6 +1526,12 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
     ) -> dict[str, Any]:
         """The merge patch taking the thread's world state to this root checkpoint's view."""
         values = checkpoint["channel_values"]
+        if not thread.world_read:  # the patches folded so far, read once
+            patches = self.ledger.events(thread.run_id, upto=thread.position, kinds=_WORLD)
+            thread.world_patches = [
+                r.payload.get("patch", {}) for r in patches if r.payload.get("source") == SOURCE
+            ]
+            thread.world_read = True
         world = thread.world
         patch: dict[str, Any] = {}
         shown: set[str] = set()
