@@ -1597,9 +1597,17 @@ def _fresh(value: Any) -> Any:
     """
     kind = type(value)
     if kind is dict:
-        return {k: v if type(v) in _SCALARS else _fresh(v) for k, v in value.items()}
+        out = value.copy()
+        for key, inner in value.items():
+            if type(inner) not in _SCALARS:
+                out[key] = _fresh(inner)
+        return out
     if kind is list:
-        return [v if type(v) in _SCALARS else _fresh(v) for v in value]
+        copied = value.copy()
+        for index, inner in enumerate(value):
+            if type(inner) not in _SCALARS:
+                copied[index] = _fresh(inner)
+        return copied
     return value
 
 
