@@ -43,6 +43,7 @@ import base64
 import bisect
 import builtins
 import dataclasses
+import functools
 import json
 import math
 import threading
@@ -355,7 +356,8 @@ class _Thread:
     world_read: bool = True
     """Whether the DeltaApplied patches were folded; a thread first read from the ledger leaves
     them out (reading its checkpoints needs none) until a write needs its world state."""
-    world_slots: dict[str, Slot] = field(default_factory=dict)
+    world_checkpoint: _Checkpoint | None = None
+    """The root checkpoint resolved last: its state channels' slots are the world state's."""
     lists: dict[tuple[str, str], _ListState] = field(default_factory=dict)
     open_step: Key | None = None
     """The checkpoint whose step is open: its first task's writes (or the next put) close it."""
@@ -373,6 +375,14 @@ class _Thread:
             if (ns, cid) not in self.hidden:
                 return self.checkpoints[ns, cid]
         return None
+
+    @property
+    def world_slots(self) -> dict[str, Slot]:
+        """Where the world state's channels' values are (the last resolved root checkpoint's)."""
+        cp = self.world_checkpoint
+        if cp is None:
+            return {}
+        return {ch: slot for ch, (_, slot) in cp.resolved.items() if _user_channel(ch)}
 
     @property
     def world(self) -> dict[str, Any]:
@@ -443,27 +453,29 @@ class _Thread:
         of that (namespace, channel, version).
         """
         parent = self.parent_of(cp)
-        for channel, entry in cp.stored.items():
-            version = entry.get("version", versions.get(channel))
-            self.versions[cp.ns, channel, _version_key(version)] = _slot(entry)
+        inherited = parent.resolved if parent is not None else {}
+        ns, stored, table, resolved = cp.ns, cp.stored, self.versions, cp.resolved
+        own_slots: dict[str, tuple[Any, Slot]] = {}
+        for channel, entry in stored.items():
+            vkey = _version_key(entry.get("version", versions.get(channel)))
+            slot_of = table[ns, channel, vkey] = _slot(entry)
+            own_slots[channel] = (vkey, slot_of)
         for channel, version in versions.items():
             vkey = _version_key(version)
-            own = cp.stored.get(channel)
             slot: Slot | None = None
-            if own is not None and _version_key(own.get("version", version)) == vkey:
-                slot = _slot(own)
-            elif parent is not None and channel in parent.resolved:
-                found_version, found = parent.resolved[channel]
-                if _version_key(found_version) == vkey:
-                    slot = found
+            own = own_slots.get(channel)
+            if own is not None and own[0] == vkey:
+                slot = own[1]
+            else:
+                found = inherited.get(channel)
+                if found is not None and _version_key(found[0]) == vkey:
+                    slot = found[1]
             if slot is None:
-                slot = self.versions.get((cp.ns, channel, vkey))
+                slot = table.get((ns, channel, vkey))
             if slot is not None:
-                cp.resolved[channel] = (version, slot)
-        if cp.ns == "":
-            self.world_slots = {
-                ch: slot for ch, (_, slot) in cp.resolved.items() if _user_channel(ch)
-            }
+                resolved[channel] = (version, slot)
+        if ns == "":
+            self.world_checkpoint = cp
 
     def _add_writes(self, task_id: str, step_id: str, output: dict[str, Any]) -> None:
         """A task's writes; the checkpoint is the step's when the output does not name it."""
@@ -506,8 +518,14 @@ def _packed_version(version: Any) -> Any:
 def _unpacked_version(version: Any) -> Any:
     """A version as LangGraph wrote it (see `_packed_version`)."""
     if type(version) is list and len(version) == 2:
-        return f"{version[0]:032}.{version[1]:016}"
+        return _version_text(*version)
     return version
+
+
+@functools.lru_cache(maxsize=4096)
+def _version_text(count: Any, mark: Any) -> str:
+    """LangGraph's string version (each is read several times: by later checkpoints too)."""
+    return f"{count:032}.{mark:016}"
 
 
 def _packed_body(body: Mapping[str, Any]) -> dict[str, Any]:
