@@ -390,6 +390,61 @@ def test_history_of_a_list_whose_items_change_shape_matches_langgraphs_own_saver
     assert [h.values for h in ours.get_state_history(_config("mixed"))] == expected
 
 
+def test_two_tasks_appending_to_one_list_read_back_as_langgraphs_own_saver(
+    saver: LedgerCheckpointSaver, ledger: Ledger
+) -> None:
+    """Two tasks of a superstep append to one list: its next version is neither task's node.
+
+    A task's write is stored as the node its checkpoint's list would gain (reused by the next
+    checkpoint when the channel appends just that); with two writers it is a node of its own.
+    """
+    long = "x" * 80  # a list longer than 64 bytes is stored as a chain of nodes
+
+    def builder() -> Any:
+        graph: Any = StateGraph(Mixed)
+        for name in ("left", "right"):
+            graph.add_node(name, lambda s, n=name: {"items": [f"{n} {len(s['items'])} {long}"]})
+            graph.add_edge(START, name)
+        graph.add_node("join", lambda _state: {"items": ["joined"]})
+        graph.add_edge(["left", "right"], "join")
+        graph.add_edge("join", END)
+        return graph
+
+    ours = builder().compile(checkpointer=saver)
+    ours.invoke({"items": [long]}, _config("fan"), durability="sync")
+    theirs = builder().compile(checkpointer=InMemorySaver())
+    theirs.invoke({"items": [long]}, _config("fan"), durability="sync")
+    expected = [(h.values, h.next) for h in theirs.get_state_history(_config("fan"))]
+    assert [(h.values, h.next) for h in ours.get_state_history(_config("fan"))] == expected
+    assert expected[0][0]["items"] == [long, f"left 1 {long}", f"right 1 {long}", "joined"]
+    fresh = builder().compile(checkpointer=LedgerCheckpointSaver(ledger))
+    assert [(h.values, h.next) for h in fresh.get_state_history(_config("fan"))] == expected
+
+
+class Shouted(TypedDict):
+    """A list channel whose reducer changes what a task appends."""
+
+    items: Annotated[list[str], lambda old, new: old + [item.upper() for item in new]]
+
+
+def test_a_reducer_that_changes_the_appended_items_is_stored_as_its_result(
+    saver: LedgerCheckpointSaver,
+) -> None:
+    """The task wrote ``a``, the list gained ``A``: the checkpoint's node is not the write's."""
+    graph: Any = StateGraph(Shouted)
+    long = "x" * 80  # a list longer than 64 bytes is stored as a chain of nodes
+    graph.add_node("say", lambda state: {"items": [f"item {len(state['items'])} {long}"]})
+    graph.add_edge(START, "say")
+    graph.add_conditional_edges("say", lambda s: END if len(s["items"]) >= 4 else "say")
+    ours = graph.compile(checkpointer=saver)
+    done = ours.invoke({"items": [long]}, _config("shout"), durability="sync")
+    assert done["items"] == [long.upper()] + [f"ITEM {n} {long.upper()}" for n in (1, 2, 3)]
+    again = graph.compile(checkpointer=LedgerCheckpointSaver(saver.ledger))
+    assert again.get_state(_config("shout")).values["items"] == done["items"]
+    history = [h.values["items"] for h in again.get_state_history(_config("shout"))]
+    assert history[:3] == [done["items"], done["items"][:3], done["items"][:2]]
+
+
 # Deleting is hiding ----------------------------------------------------------------------------
 
 

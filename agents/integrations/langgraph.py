@@ -359,6 +359,11 @@ class _Thread:
     world_checkpoint: _Checkpoint | None = None
     """The root checkpoint resolved last: its state channels' slots are the world state's."""
     lists: dict[tuple[str, str], _ListState] = field(default_factory=dict)
+    written: dict[tuple[str, str], tuple[str, int, list[Any], str]] = field(default_factory=dict)
+    """A task's write stored as a list node (`_put_writes`): (ns, channel) -> (the list it
+    extends, the count, copies of its items, its ref): the next checkpoint's node if appended."""
+    extended: set[str] = field(default_factory=set)
+    """Root channels whose value the `put` under way found to extend the list the saver holds."""
     open_step: Key | None = None
     """The checkpoint whose step is open: its first task's writes (or the next put) close it."""
 
@@ -788,6 +793,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         versions = checkpoint.get("channel_versions", {})
         channels: dict[str, Any] = {}
         new_lists: dict[str, _ListState] = {}
+        thread.extended.clear()
         for channel, version in new_versions.items():
             entry: dict[str, Any] = {}
             if _version_key(version) != _version_key(versions.get(channel)):
@@ -885,6 +891,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         known = thread.writes.get((ns, checkpoint_id), {})
         recorder = self._recorder(thread)
         items: builtins.list[dict[str, Any]] = []
+        nodes: dict[str, tuple[str, int, builtins.list[Any], str]] = {}
         error: ErrorInfo | None = None
         for channel, value, idx in entries:
             if idx >= 0 and (task_id, idx) in known:
@@ -895,8 +902,8 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             base = self._list_base(thread, ns, checkpoint_id, channel)
             if base is not None and type(value) is list and value:
                 # stored as the node the next checkpoint stores if the channel appends it
-                node, _ = self._list_node(recorder, value, base.ref, len(base.items) + len(value))
-                item["items_of_ref"] = node
+                nodes[channel] = self._write_node(recorder, base, value)
+                item["items_of_ref"] = nodes[channel][3]
             elif _plain(value) and len(_dumps(value)) <= INLINE_LIMIT:
                 item["value"] = value
             else:
@@ -928,6 +935,15 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             )
         )
         self._absorb(thread)
+        thread.written.update({(ns, channel): written for channel, written in nodes.items()})
+
+    def _write_node(
+        self, recorder: RunRecorder, base: _ListState, value: builtins.list[Any]
+    ) -> tuple[str, int, builtins.list[Any], str]:
+        """A write that appends to `base` stored as a list node: (base ref, count, copies, ref)."""
+        count = len(base.items) + len(value)
+        node, copies = self._list_node(recorder, value, base.ref, count)
+        return (base.ref, count, copies, node)
 
     @staticmethod
     def _close_step(recorder: RunRecorder, thread: _Thread) -> None:
@@ -1351,7 +1367,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         its items are compared with private copies, so a value mutated in place since cannot
         pass as unchanged.
         """
-        previous = thread.lists.get((ns, channel))
+        previous = held = thread.lists.get((ns, channel))
         if previous is None and parent is not None and channel in parent.resolved:
             form, ref = parent.resolved[channel][1]
             if form == "ref" and "count" in self._node(ref):
@@ -1360,10 +1376,23 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         if previous is not None:
             known = len(previous.items)
             if len(value) >= known and value[:known] == previous.items:
+                if held is not None and ns == "":
+                    thread.extended.add(channel)  # what the world patch would compare again
                 if len(value) == known:
                     return previous
                 start, prefix = known, previous.ref
-        ref, copies = self._list_node(recorder, value[start:], prefix, len(value))
+        tail = value[start:]
+        written = thread.written.pop((ns, channel), None)
+        if (
+            written is not None
+            and prefix is not None
+            and written[0] == prefix
+            and written[1] == len(value)
+            and tail == written[2]
+        ):  # the node a task's write stored: the same blob, not encoded again
+            ref, copies = written[3], written[2]
+        else:
+            ref, copies = self._list_node(recorder, tail, prefix, len(value))
         items = (previous.items if prefix is not None and previous is not None else []) + copies
         return _ListState(ref, items)
 
@@ -1586,7 +1615,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             and listed is not None
             and thread.world_slots.get(channel) == ("ref", listed.ref)
             and len(old) == len(listed.items) <= len(value)
-            and value[: len(listed.items)] == listed.items
+            and (channel in thread.extended or value[: len(listed.items)] == listed.items)
         ):
             start = len(listed.items)
             return {_index(i): _item_view(value[i]) for i in range(start, len(value))} or _ABSENT
