@@ -338,6 +338,35 @@ def test_string_versions_come_back_exactly_under_the_default_redaction(ledger: L
     assert stored == {"notes": [47, 0.4677408879386158], "__start__": [3, 0.5], "custom": custom}
 
 
+def test_a_new_savers_history_reads_the_threads_blobs_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread's history by a new saver reads its events in one query and each blob once."""
+    graph = chat_graph(LedgerCheckpointSaver(ledger), steps=30)
+    graph.invoke(FIRST, _config("once"), durability="sync")
+    asked: list[list[str]] = []
+    events: list[int] = []
+    blobs, read = Ledger.blobs, Ledger.events
+
+    def counting_blobs(self: Ledger, refs: Any) -> Any:
+        asked.append(list(refs))
+        return blobs(self, refs)
+
+    def counting_events(self: Ledger, run_id: str, **kwargs: Any) -> Any:
+        found = read(self, run_id, **kwargs)
+        events.append(len(found))
+        return found
+
+    monkeypatch.setattr(Ledger, "blobs", counting_blobs)
+    monkeypatch.setattr(Ledger, "events", counting_events)
+    history = list(chat_graph(LedgerCheckpointSaver(ledger)).get_state_history(_config("once")))
+    assert len(history[0].values["messages"]) == 31
+    every = [ref for refs in asked for ref in refs]
+    assert len(every) == len(set(every)) >= 30  # the prefixes a list chain adds: read once too
+    assert len(asked) <= 2
+    assert len(events) == 1
+
+
 class Mixed(TypedDict, total=False):
     """A list channel whose items change shape from step to step."""
 

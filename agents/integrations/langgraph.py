@@ -1435,7 +1435,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                     prefix = node.get("prefix_ref") if isinstance(node, dict) else None
                     if isinstance(prefix, str) and prefix not in self._nodes:
                         nexts.append(prefix)
-            missing = list(dict.fromkeys(nexts))
+            missing = [r for r in dict.fromkeys(nexts) if r not in self._nodes]  # read since
 
     def _keep_node(self, ref: str, node: Any) -> None:
         self._nodes[ref] = node
