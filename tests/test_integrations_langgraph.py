@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import re
 import subprocess
 import sys
 import threading
@@ -365,6 +366,57 @@ def test_a_new_savers_history_reads_the_threads_blobs_once(
     assert len(every) == len(set(every)) >= 30  # the prefixes a list chain adds: read once too
     assert len(asked) <= 2
     assert len(events) == 1
+
+
+class Notes(TypedDict, total=False):
+    """Long values: stored as blobs (a list as a chain of nodes), not in the checkpoint's event."""
+
+    notes: Annotated[list[str], operator.add]
+    profile: dict[str, str]
+
+
+def test_personal_data_in_values_stored_as_blobs_is_redacted(sqlite_url: str) -> None:
+    """Blobs hold values redacted as inline ones are, and the redactions are recorded."""
+    pad = "x" * 80
+
+    def reply(_state: Notes) -> Notes:
+        return {
+            "notes": [f"replied to jane.doe@example.com {pad}"],
+            "profile": {"mail": "jane.doe@example.com", "pad": pad},
+        }
+
+    builder: Any = StateGraph(Notes)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    with Ledger.open(sqlite_url) as ledger:
+        saver = LedgerCheckpointSaver(ledger)
+        live = builder.compile(checkpointer=saver).invoke(
+            {"notes": [f"from jane.doe@example.com {pad}"]}, _config("notes"), durability="sync"
+        )
+        assert live["notes"][0] == f"from jane.doe@example.com {pad}"  # the live graph keeps it
+        again = builder.compile(checkpointer=LedgerCheckpointSaver(ledger))
+        state = again.get_state(_config("notes")).values
+        assert state["notes"] == [
+            f"from [redacted:email] {pad}",
+            f"replied to [redacted:email] {pad}",
+        ]
+        assert state["profile"] == {"mail": "[redacted:email]", "pad": pad}
+        run_id = saver.run_id("notes") or ""
+        stored = json.dumps([r.payload for r in ledger.events(run_id)])
+        refs = {ref for ref in ledger.blobs(_refs_in(stored)) if ref}
+        assert "jane.doe" not in json.dumps(list(ledger.blobs(sorted(refs)).values()))
+        assert "jane.doe" not in stored
+        decided = [r.payload for r in ledger.events(run_id) if r.kind == "PolicyDecided"]
+        reasons = [reason for p in decided for reason in p["reasons"]]
+        assert "redacted:email at StepStarted.args.channels[0]" in reasons  # a list node
+        assert "redacted:email at StepStarted.args.channels.mail" in reasons  # an object
+        assert "redacted:email at StepCompleted.output.writes[0]" in reasons  # a write's node
+        assert ledger.verify().ok
+
+
+def _refs_in(text: str) -> list[str]:
+    return sorted(set(re.findall(r"sha256:[0-9a-f]{64}", text)))
 
 
 class Mixed(TypedDict, total=False):

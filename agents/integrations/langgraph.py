@@ -117,6 +117,9 @@ _SCALARS = (str, int, float, bool, type(None))
 _FOLDED = frozenset({"StepStarted", "StepCompleted", "RunAnnotated", "RunCompleted", "RunFailed"})
 """The kinds a thread first read from the ledger folds (its DeltaApplied: when needed)."""
 _WORLD = ("DeltaApplied",)
+_IN_CHECKPOINT = "StepStarted.args.channels"
+_IN_WRITES = "StepCompleted.output.writes"
+"""Where a blob's redactions are noted: the event that refers to it."""
 _INLINE_VALUE = 64
 """Channel values whose JSON is at most this long are kept in the checkpoint's record: a blob
 reference alone is 71 characters."""
@@ -580,6 +583,15 @@ def _unpacked_args(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _redacted(recorder: RunRecorder, value: Any, where: str) -> Any:
+    """A JSON value as the run stores it: redacted by its policy (the findings noted)."""
+    privacy = recorder.redaction
+    if privacy is None:
+        return value
+    event, path = where.split(".", 1)
+    return privacy.value(value, event, path)
+
+
 def _version_key(version: Any) -> Any:
     """Versions compare as JSON does: 2 and 2.0 are one version, "2" another."""
     return ("s", version) if isinstance(version, str) else ("n", version)
@@ -907,7 +919,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             elif _plain(value) and len(_dumps(value)) <= INLINE_LIMIT:
                 item["value"] = value
             else:
-                item["value_ref"] = self._put_value(recorder, value)
+                item["value_ref"] = self._put_value(recorder, value, _IN_WRITES)
             items.append(item)
             if channel == ERROR and error is None:
                 error = ErrorInfo(type=type(value).__name__, message=str(value)[:4000])
@@ -942,7 +954,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
     ) -> tuple[str, int, builtins.list[Any], str]:
         """A write that appends to `base` stored as a list node: (base ref, count, copies, ref)."""
         count = len(base.items) + len(value)
-        node, copies = self._list_node(recorder, value, base.ref, count)
+        node, copies = self._list_node(recorder, value, base.ref, count, _IN_WRITES)
         return (base.ref, count, copies, node)
 
     @staticmethod
@@ -1322,10 +1334,14 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
 
     # Values ------------------------------------------------------------------------------------
 
-    def _put_value(self, recorder: RunRecorder, value: Any) -> str:
-        """Store one value as a blob: JSON as itself, anything else through the serializer."""
+    def _put_value(self, recorder: RunRecorder, value: Any, where: str = _IN_CHECKPOINT) -> str:
+        """Store one value as a blob: JSON as itself, anything else through the serializer.
+
+        JSON is redacted by the run's policy first, as the event that refers to it would be
+        (what was redacted is noted at `where` for the PolicyDecided before that event).
+        """
         if _plain(value):
-            return recorder.put_blob({"json": value})
+            return recorder.put_blob({"json": _redacted(recorder, value, where)})
         kind, data = self.serde.dumps_typed(value)
         return recorder.put_blob({"serde": kind, "data": base64.b64encode(data).decode("ascii")})
 
@@ -1397,12 +1413,21 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         return _ListState(ref, items)
 
     def _list_node(
-        self, recorder: RunRecorder, tail: builtins.list[Any], prefix: str | None, count: int
+        self,
+        recorder: RunRecorder,
+        tail: builtins.list[Any],
+        prefix: str | None,
+        count: int,
+        where: str = _IN_CHECKPOINT,
     ) -> tuple[str, builtins.list[Any]]:
-        """Store a list node (`tail` after the list `prefix`); its ref and copies of `tail`."""
+        """Store a list node (`tail` after the list `prefix`); its ref and copies of `tail`.
+
+        JSON items are stored redacted (as `_put_value`); the copies are of the items as given,
+        which later values of the list are compared with.
+        """
         node: dict[str, Any] = {"count": count}
         if all(_plain(item) for item in tail):
-            node["items"] = tail
+            node["items"] = _redacted(recorder, tail, where)
             copies = _fresh(tail)
         else:
             encoded = [self.serde.dumps_typed(item) for item in tail]
