@@ -7,12 +7,14 @@ a graph with it and every thread becomes a ledger run (agent ``langgraph``, tag
 - ``put`` records the checkpoint as a step: StepStarted (``step_id`` = checkpoint id,
   ``parent_step_id`` = the parent checkpoint, ``args`` = the checkpoint without its values:
   namespace, versions, versions seen, metadata, and a ``value_ref`` for each channel the
-  checkpoint wrote), a DeltaApplied of the graph state's change (root namespace only), and
+  checkpoint wrote; LangGraph's string versions ``f"{n:032}.{h:016}"`` as the numbers
+  ``[n, h]``), a DeltaApplied of the graph state's change (root namespace only), and
   StepCompleted. Channel values are content-addressed blobs, one per channel version (unchanged
   channels are never copied); a list that grows is a chain of nodes (``prefix_ref`` and the new
   items), so a message list that gains two messages per step stores each message once.
-  JSON values are stored as JSON; any other value goes through LangGraph's serializer
-  (``serde.dumps_typed``) and is stored base64-encoded, hashed like everything else.
+  JSON values are stored as JSON, redacted by the run's policy as inline values are; any other
+  value goes through LangGraph's serializer (``serde.dumps_typed``) and is stored base64-encoded
+  (not redacted), hashed like everything else.
 - ``put_writes`` records one task's writes as a step named after its node (StepStarted,
   StepCompleted with the writes as output; small JSON values inline, others as blobs).
 - ``delete_thread`` appends a tombstone: a RunAnnotated labelled ``langgraph:delete-thread``,
