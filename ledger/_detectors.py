@@ -87,6 +87,16 @@ _DATE_TIME = re.compile(
 )
 _DOTTED = re.compile(r"(?:[vV](?<![\w.][vV])\d+|\d(?<![\w.]\d)\d*)(?:\.\d+){2,}(?![\w.]*\d)")
 
+_WHOLE_IDENTIFIER = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|sha256:[0-9a-f]{64}"
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})?"
+    r"|\d{1,6}"
+)
+"""A string that is one UUID, one blob ref, one ISO 8601 timestamp or at most six digits, and
+nothing else: the detectors find nothing in it (the first three are shielded from the number
+detectors and match no other; no phone or card has fewer than seven digits), so `detect`
+returns at once."""
 _DIGIT = re.compile(r"\d")
 _NOTHING_TO_FIND = re.compile(r"[^@:=\-]*", re.DOTALL)
 """Text without a digit that also lacks these characters holds nothing any detector finds,
@@ -177,6 +187,13 @@ def detect(text: str, phone_regions: Sequence[str] = (), extra: Sequence[Span] =
     spans have the kind ``"placeholder"``. ``extra`` spans (found by the caller, e.g. a whole
     value under a ``password`` key) compete with the detectors' own.
     """
+    if not extra and _WHOLE_IDENTIFIER.fullmatch(text):
+        return []
+    return _detect(text, phone_regions, extra)
+
+
+def _detect(text: str, phone_regions: Sequence[str], extra: Sequence[Span]) -> list[Span]:
+    """`detect` running every detector."""
     placeholders = (
         [Span(m.start(), m.end(), _PLACEHOLDER) for m in _PLACEHOLDERS.finditer(text)]
         if "[" in text

@@ -12,7 +12,7 @@ import inspect
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from uuid import UUID
@@ -735,10 +735,18 @@ class Ledger:
     # Reading ---------------------------------------------------------------------------------
 
     def events(
-        self, run_id: str, *, after: int = 0, upto: int | None = None
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        upto: int | None = None,
+        kinds: Collection[str] | None = None,
     ) -> list[RecordedEvent]:
-        """A run's events in position order (positions after `after`, up to `upto`)."""
-        return self._read_events(run_id, after=after, upto=upto)[0]
+        """A run's events in position order (positions after `after`, up to `upto`).
+
+        With `kinds`, only events of those kinds: the others are not decoded.
+        """
+        return self._read_events(run_id, after=after, upto=upto, kinds=kinds)[0]
 
     def iter_events(
         self,
@@ -796,12 +804,14 @@ class Ledger:
         upto: int | None = None,
         tolerant: bool = False,
         known: bool = True,
+        kinds: Collection[str] | None = None,
     ) -> tuple[list[RecordedEvent], dict[int, str]]:
         """A run's stored events, decoded, and the reasons of those that would not decode.
 
         An unreadable event raises `CorruptEventError`; with `tolerant` it becomes a stand-in
         record instead and its position maps to the reason (what `verify` reports). A stream
         with no events raises `UnknownRunError` unless ``known=False`` (the erasure stream).
+        With `kinds`, events of other kinds are left out undecoded.
         """
         uuid = self._uuid(run_id)
         stored = self._store.recorder.select_events(uuid, gt=after or None, lte=upto)
@@ -811,6 +821,8 @@ class Ledger:
         records: list[RecordedEvent] = []
         unreadable: dict[int, str] = {}
         for s in stored:
+            if kinds is not None and s.topic not in kinds:
+                continue
             try:
                 records.append(
                     RecordedEvent.from_state(rid, s.originator_version, s.topic, s.state)

@@ -85,6 +85,8 @@ SECRET_FIELDS: Mapping[str, Kind] = {
 """Object keys (lower case, ``-`` read as ``_``) whose string values are secrets as a whole."""
 
 _MAX_PASSES = 4
+_FIELDS_KEPT = 4096
+"""How many object keys a `Redactor` remembers the secret-field kind of."""
 _MARKER = "[redacted]"  # what the SDK instrumentations put in a secret header: already redacted
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 Region = Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")]
@@ -227,6 +229,7 @@ class Redactor:
         self.salt = salt
         self.cache_size = cache_size
         self._cache: dict[tuple[str, str | None], str] = {}
+        self._fields: dict[str, Kind | None] = {}
 
     def text(self, text: str, *, path: str = "") -> tuple[str, list[Finding]]:
         """As ``redact_text`` with this redactor's policy and salt."""
@@ -238,7 +241,7 @@ class Redactor:
         findings: list[Finding] = []
         return _walk(value, path, self, findings, None), findings
 
-    def clean(self, value: Any) -> bool:
+    def clean(self, value: Any) -> bool:  # noqa: PLR0911, PLR0912 - one flat walk, for speed
         """Whether ``json(value)`` would give ``value`` back unchanged and find nothing.
 
         A quick pass that builds no paths and no copy: True when no string or key of ``value``
@@ -246,7 +249,7 @@ class Redactor:
         or Markdown text, is no placeholder). False for anything else, a value that is not JSON
         included (`json` then names it).
         """
-        redact, cache, secret = self.redact, self._cache, SECRET_FIELDS.get
+        redact, cache, field_of = self.redact, self._cache, self._field
         marked = placeholder_pattern().search
         stack: list[tuple[Any, Kind | None]] = [(value, None)]
         while stack:
@@ -263,12 +266,39 @@ class Redactor:
                         return False
                     if (cache.get((key, None)) or redact(key)) != key:
                         return False
-                    stack.append((child, secret(key.lower().replace("-", "_"))))
+                    field = field_of(key)
+                    inner = type(child)
+                    if inner is str:  # checked here: most values are strings and numbers
+                        if ("[" in child and marked(child)) or (
+                            cache.get((child, field)) or redact(child, field)
+                        ) != child:
+                            return False
+                    elif not (child is None or inner is bool or inner is int or inner is float):
+                        stack.append((child, field))
             elif kind is list or kind is tuple:
-                stack.extend((child, whole) for child in item)
+                for child in item:
+                    inner = type(child)
+                    if inner is str:
+                        if ("[" in child and marked(child)) or (
+                            cache.get((child, whole)) or redact(child, whole)
+                        ) != child:
+                            return False
+                    elif not (child is None or inner is bool or inner is int or inner is float):
+                        stack.append((child, whole))
             elif not (item is None or kind is bool or kind is int or kind is float):
                 return False
         return True
+
+    def _field(self, key: str) -> Kind | None:
+        """The kind a whole value under ``key`` is (a secret field), remembered per key."""
+        try:
+            return self._fields[key]
+        except KeyError:
+            pass
+        if len(self._fields) >= _FIELDS_KEPT:
+            self._fields.clear()
+        found = self._fields[key] = _secret_field(key)
+        return found
 
     def redact(self, text: str, whole: Kind | None = None) -> str:
         """``text`` redacted; ``whole`` makes all of it one value of that kind (a secret field)."""

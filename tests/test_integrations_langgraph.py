@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import re
 import subprocess
 import sys
 import threading
@@ -302,6 +303,122 @@ def test_a_growing_list_stores_each_item_once(saver: LedgerCheckpointSaver, ledg
     assert [len(h.values.get("messages", [])) for h in history][:3] == [41, 40, 39]
 
 
+def test_string_versions_come_back_exactly_under_the_default_redaction(ledger: Ledger) -> None:
+    """LangGraph's string versions come back exactly: they are stored as numbers.
+
+    ``f"{n:032}.{h:016}"``, as InMemorySaver and SqliteSaver make them: their digits can read as
+    a card number, which redaction would replace.
+    """
+    card_like = "00000000000000000000000000000047.0.4677408879386158"  # Luhn-valid 16 digits
+    other = f"{3:032}.{0.5:016}"  # ...03.00000000000000.5
+    custom = "00000000000000000000000000000003.0.5"  # not that form: kept as a string
+    checkpoint: Any = {
+        "v": 4,
+        "id": "1f0a0000-0000-6000-8000-000000000001",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"notes": ["x" * 80]},
+        "channel_versions": {"notes": card_like, "__start__": other, "custom": custom},
+        "versions_seen": {"model": {"notes": card_like}, "__input__": {}},
+        "updated_channels": ["notes"],
+    }
+    config: Any = {"configurable": {"thread_id": "versions", "checkpoint_ns": ""}}
+    saver = LedgerCheckpointSaver(ledger)
+    saved = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"notes": card_like})
+    saver.put_writes(saved, [("notes", ["y"])], "task-1")
+    for reader in (saver, LedgerCheckpointSaver(ledger)):
+        found = reader.get_tuple(config)
+        assert found is not None
+        assert found.checkpoint["channel_versions"] == checkpoint["channel_versions"]
+        assert found.checkpoint["versions_seen"] == checkpoint["versions_seen"]
+        assert found.checkpoint["channel_values"] == {"notes": ["x" * 80]}
+        assert found.pending_writes == [("task-1", "notes", ["y"])]
+    started = next(
+        r for r in ledger.events(saver.run_id("versions") or "") if r.kind == "StepStarted"
+    )
+    stored = started.payload["args"]["checkpoint"]["channel_versions"]
+    assert stored == {"notes": [47, 0.4677408879386158], "__start__": [3, 0.5], "custom": custom}
+
+
+def test_a_new_savers_history_reads_the_threads_blobs_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread's history by a new saver reads its events in one query and each blob once."""
+    graph = chat_graph(LedgerCheckpointSaver(ledger), steps=30)
+    graph.invoke(FIRST, _config("once"), durability="sync")
+    asked: list[list[str]] = []
+    events: list[int] = []
+    blobs, read = Ledger.blobs, Ledger.events
+
+    def counting_blobs(self: Ledger, refs: Any) -> Any:
+        asked.append(list(refs))
+        return blobs(self, refs)
+
+    def counting_events(self: Ledger, run_id: str, **kwargs: Any) -> Any:
+        found = read(self, run_id, **kwargs)
+        events.append(len(found))
+        return found
+
+    monkeypatch.setattr(Ledger, "blobs", counting_blobs)
+    monkeypatch.setattr(Ledger, "events", counting_events)
+    history = list(chat_graph(LedgerCheckpointSaver(ledger)).get_state_history(_config("once")))
+    assert len(history[0].values["messages"]) == 31
+    every = [ref for refs in asked for ref in refs]
+    assert len(every) == len(set(every)) >= 30  # the prefixes a list chain adds: read once too
+    assert len(asked) <= 2
+    assert len(events) == 1
+
+
+class Notes(TypedDict, total=False):
+    """Long values: stored as blobs (a list as a chain of nodes), not in the checkpoint's event."""
+
+    notes: Annotated[list[str], operator.add]
+    profile: dict[str, str]
+
+
+def test_personal_data_in_values_stored_as_blobs_is_redacted(sqlite_url: str) -> None:
+    """Blobs hold values redacted as inline ones are, and the redactions are recorded."""
+    pad = "x" * 80
+
+    def reply(_state: Notes) -> Notes:
+        return {
+            "notes": [f"replied to jane.doe@example.com {pad}"],
+            "profile": {"mail": "jane.doe@example.com", "pad": pad},
+        }
+
+    builder: Any = StateGraph(Notes)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    with Ledger.open(sqlite_url) as ledger:
+        saver = LedgerCheckpointSaver(ledger)
+        live = builder.compile(checkpointer=saver).invoke(
+            {"notes": [f"from jane.doe@example.com {pad}"]}, _config("notes"), durability="sync"
+        )
+        assert live["notes"][0] == f"from jane.doe@example.com {pad}"  # the live graph keeps it
+        again = builder.compile(checkpointer=LedgerCheckpointSaver(ledger))
+        state = again.get_state(_config("notes")).values
+        assert state["notes"] == [
+            f"from [redacted:email] {pad}",
+            f"replied to [redacted:email] {pad}",
+        ]
+        assert state["profile"] == {"mail": "[redacted:email]", "pad": pad}
+        run_id = saver.run_id("notes") or ""
+        stored = json.dumps([r.payload for r in ledger.events(run_id)])
+        refs = {ref for ref in ledger.blobs(_refs_in(stored)) if ref}
+        assert "jane.doe" not in json.dumps(list(ledger.blobs(sorted(refs)).values()))
+        assert "jane.doe" not in stored
+        decided = [r.payload for r in ledger.events(run_id) if r.kind == "PolicyDecided"]
+        reasons = [reason for p in decided for reason in p["reasons"]]
+        assert "redacted:email at StepStarted.args.channels[0]" in reasons  # a list node
+        assert "redacted:email at StepStarted.args.channels.mail" in reasons  # an object
+        assert "redacted:email at StepCompleted.output.writes[0]" in reasons  # a write's node
+        assert ledger.verify().ok
+
+
+def _refs_in(text: str) -> list[str]:
+    return sorted(set(re.findall(r"sha256:[0-9a-f]{64}", text)))
+
+
 class Mixed(TypedDict, total=False):
     """A list channel whose items change shape from step to step."""
 
@@ -352,6 +469,61 @@ def test_history_of_a_list_whose_items_change_shape_matches_langgraphs_own_saver
     read[0]["items"][0]["content"] = "changed"
     read[0]["items"][4]["content"]["rows"].append(3)
     assert [h.values for h in ours.get_state_history(_config("mixed"))] == expected
+
+
+def test_two_tasks_appending_to_one_list_read_back_as_langgraphs_own_saver(
+    saver: LedgerCheckpointSaver, ledger: Ledger
+) -> None:
+    """Two tasks of a superstep append to one list: its next version is neither task's node.
+
+    A task's write is stored as the node its checkpoint's list would gain (reused by the next
+    checkpoint when the channel appends just that); with two writers it is a node of its own.
+    """
+    long = "x" * 80  # a list longer than 64 bytes is stored as a chain of nodes
+
+    def builder() -> Any:
+        graph: Any = StateGraph(Mixed)
+        for name in ("left", "right"):
+            graph.add_node(name, lambda s, n=name: {"items": [f"{n} {len(s['items'])} {long}"]})
+            graph.add_edge(START, name)
+        graph.add_node("join", lambda _state: {"items": ["joined"]})
+        graph.add_edge(["left", "right"], "join")
+        graph.add_edge("join", END)
+        return graph
+
+    ours = builder().compile(checkpointer=saver)
+    ours.invoke({"items": [long]}, _config("fan"), durability="sync")
+    theirs = builder().compile(checkpointer=InMemorySaver())
+    theirs.invoke({"items": [long]}, _config("fan"), durability="sync")
+    expected = [(h.values, h.next) for h in theirs.get_state_history(_config("fan"))]
+    assert [(h.values, h.next) for h in ours.get_state_history(_config("fan"))] == expected
+    assert expected[0][0]["items"] == [long, f"left 1 {long}", f"right 1 {long}", "joined"]
+    fresh = builder().compile(checkpointer=LedgerCheckpointSaver(ledger))
+    assert [(h.values, h.next) for h in fresh.get_state_history(_config("fan"))] == expected
+
+
+class Shouted(TypedDict):
+    """A list channel whose reducer changes what a task appends."""
+
+    items: Annotated[list[str], lambda old, new: old + [item.upper() for item in new]]
+
+
+def test_a_reducer_that_changes_the_appended_items_is_stored_as_its_result(
+    saver: LedgerCheckpointSaver,
+) -> None:
+    """The task wrote ``a``, the list gained ``A``: the checkpoint's node is not the write's."""
+    graph: Any = StateGraph(Shouted)
+    long = "x" * 80  # a list longer than 64 bytes is stored as a chain of nodes
+    graph.add_node("say", lambda state: {"items": [f"item {len(state['items'])} {long}"]})
+    graph.add_edge(START, "say")
+    graph.add_conditional_edges("say", lambda s: END if len(s["items"]) >= 4 else "say")
+    ours = graph.compile(checkpointer=saver)
+    done = ours.invoke({"items": [long]}, _config("shout"), durability="sync")
+    assert done["items"] == [long.upper()] + [f"ITEM {n} {long.upper()}" for n in (1, 2, 3)]
+    again = graph.compile(checkpointer=LedgerCheckpointSaver(saver.ledger))
+    assert again.get_state(_config("shout")).values["items"] == done["items"]
+    history = [h.values["items"] for h in again.get_state_history(_config("shout"))]
+    assert history[:3] == [done["items"], done["items"][:3], done["items"][:2]]
 
 
 # Deleting is hiding ----------------------------------------------------------------------------
@@ -440,7 +612,17 @@ def test_two_savers_on_one_ledger_take_turns(sqlite_url: str) -> None:
         chat_graph(one).invoke(FIRST, _config("shared"), durability="sync")
         graph = chat_graph(other)
         assert graph.get_state(_config("shared")).next == ("review",)
+        run_id = other.run_id("shared") or ""
+        before = one_ledger.run(run_id).event_count
         graph.invoke(Command(resume="yes"), _config("shared"), durability="sync")
+        # `other` read the thread without its world state, then its deltas are patches of it
+        patches = [
+            r.payload["patch"]
+            for r in other_ledger.events(run_id, after=before, kinds={"DeltaApplied"})
+        ]
+        assert patches
+        assert all(set(p.get("messages", {})) <= {"000004"} for p in patches)
+        assert world_state(other_ledger, run_id)["messages"]["000004"]["content"] == "yes"
         # `one` still holds its old view of the thread: its next write must land after other's
         stale = chat_graph(one)
         assert stale.get_state(_config("shared")).values["approved"] is True

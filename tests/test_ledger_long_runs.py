@@ -110,6 +110,26 @@ def test_iter_events_reads_a_run_page_by_page(ledger: Ledger) -> None:
     assert list(ledger.iter_events(run.run_id)) == whole
 
 
+def test_events_of_some_kinds_leave_the_others_out(ledger: Ledger) -> None:
+    """`kinds` keeps the events of those kinds, in position order, within `after` and `upto`."""
+    with ledger.record_run("kinds") as run:
+        for step in range(3):
+            with run.step(f"step {step}"):
+                run.delta({"step": step})
+    whole = ledger.events(run.run_id)
+    deltas = [r for r in whole if r.kind == "DeltaApplied"]
+    assert len(deltas) == 3
+    assert ledger.events(run.run_id, kinds={"DeltaApplied"}) == deltas
+    assert (
+        ledger.events(run.run_id, after=deltas[0].position, kinds=("DeltaApplied",)) == (deltas[1:])
+    )
+    assert (
+        ledger.events(run.run_id, upto=deltas[1].position, kinds=["DeltaApplied"]) == (deltas[:2])
+    )
+    assert ledger.events(run.run_id, kinds=()) == []
+    assert ledger.events(run.run_id, kinds=None) == whole
+
+
 def test_iter_events_refuses_a_bad_page_size_and_an_unknown_run(ledger: Ledger) -> None:
     """A page size below 1 is a usage error; an unknown run is named."""
     with ledger.record_run("paged") as run:

@@ -19,9 +19,12 @@ import phonenumbers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from agentledger.ledger._detectors import _detect
 from agentledger.ledger.redaction import (
+    DEFAULT_PHONE_REGIONS,
     RedactionPolicy,
     Redactor,
+    detect,
     luhn_ok,
     redact_json,
     redact_text,
@@ -184,6 +187,37 @@ def test_identifiers_dates_and_plain_words_are_never_changed(tokens: list[str]) 
     """Without personal data in it, a text comes back as it went in, with no findings."""
     text = " ".join(tokens)
     assume("@" not in text)
+    assert redact_text(text) == (text, [])
+
+
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+
+
+def _hex(size: int, alphabet: str = _HEX_DIGITS) -> st.SearchStrategy[str]:
+    return st.text(alphabet=alphabet, min_size=size, max_size=size)
+
+
+whole_identifiers = st.one_of(
+    st.uuids().map(str),
+    st.tuples(_hex(8), _hex(4), _hex(4), _hex(4), _hex(12)).map("-".join),
+    st.tuples(_hex(8, "0123456789"), _hex(4, "0123456789"), _hex(24, "0123456789")).map(
+        lambda p: f"{p[0]}-{p[1]}-{p[2][:4]}-{p[2][4:8]}-{p[2][8:20]}"
+    ),
+    _hex(64, "0123456789abcdef").map(lambda h: f"sha256:{h}"),
+    _hex(64, "0123456789").map(lambda h: f"sha256:{h}"),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.isoformat(timespec="seconds") + "Z"),
+    st.integers(0, 999_999).map(str),
+    st.integers(0, 999_999).map(lambda n: f"{n:06d}"),
+)
+
+
+@given(whole_identifiers)
+def test_a_whole_identifier_is_passed_over_as_every_detector_would(text: str) -> None:
+    """A UUID, blob ref, ISO timestamp or short number alone skips the detectors (no finds)."""
+    assert _detect(text, DEFAULT_PHONE_REGIONS, ()) == []
+    assert detect(text, DEFAULT_PHONE_REGIONS) == []
     assert redact_text(text) == (text, [])
 
 

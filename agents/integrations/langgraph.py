@@ -7,12 +7,14 @@ a graph with it and every thread becomes a ledger run (agent ``langgraph``, tag
 - ``put`` records the checkpoint as a step: StepStarted (``step_id`` = checkpoint id,
   ``parent_step_id`` = the parent checkpoint, ``args`` = the checkpoint without its values:
   namespace, versions, versions seen, metadata, and a ``value_ref`` for each channel the
-  checkpoint wrote), a DeltaApplied of the graph state's change (root namespace only), and
+  checkpoint wrote; LangGraph's string versions ``f"{n:032}.{h:016}"`` as the numbers
+  ``[n, h]``), a DeltaApplied of the graph state's change (root namespace only), and
   StepCompleted. Channel values are content-addressed blobs, one per channel version (unchanged
   channels are never copied); a list that grows is a chain of nodes (``prefix_ref`` and the new
   items), so a message list that gains two messages per step stores each message once.
-  JSON values are stored as JSON; any other value goes through LangGraph's serializer
-  (``serde.dumps_typed``) and is stored base64-encoded, hashed like everything else.
+  JSON values are stored as JSON, redacted by the run's policy as inline values are; any other
+  value goes through LangGraph's serializer (``serde.dumps_typed``) and is stored base64-encoded
+  (not redacted), hashed like everything else.
 - ``put_writes`` records one task's writes as a step named after its node (StepStarted,
   StepCompleted with the writes as output; small JSON values inline, others as blobs).
 - ``delete_thread`` appends a tombstone: a RunAnnotated labelled ``langgraph:delete-thread``,
@@ -43,6 +45,7 @@ import base64
 import bisect
 import builtins
 import dataclasses
+import functools
 import json
 import math
 import threading
@@ -113,6 +116,12 @@ _CACHED_THREADS = 256
 _CACHED_LISTS = 512
 _CACHED_NODES = 8192
 _SCALARS = (str, int, float, bool, type(None))
+_FOLDED = frozenset({"StepStarted", "StepCompleted", "RunAnnotated", "RunCompleted", "RunFailed"})
+"""The kinds a thread first read from the ledger folds (its DeltaApplied: when needed)."""
+_WORLD = ("DeltaApplied",)
+_IN_CHECKPOINT = "StepStarted.args.channels"
+_IN_WRITES = "StepCompleted.output.writes"
+"""Where a blob's redactions are noted: the event that refers to it."""
 _INLINE_VALUE = 64
 """Channel values whose JSON is at most this long are kept in the checkpoint's record: a blob
 reference alone is 71 characters."""
@@ -349,8 +358,17 @@ class _Thread:
     versions: dict[tuple[str, str, Any], Slot] = field(default_factory=dict)
     world_base: Any = field(default_factory=dict)
     world_patches: list[Any] = field(default_factory=list)
-    world_slots: dict[str, Slot] = field(default_factory=dict)
+    world_read: bool = True
+    """Whether the DeltaApplied patches were folded; a thread first read from the ledger leaves
+    them out (reading its checkpoints needs none) until a write needs its world state."""
+    world_checkpoint: _Checkpoint | None = None
+    """The root checkpoint resolved last: its state channels' slots are the world state's."""
     lists: dict[tuple[str, str], _ListState] = field(default_factory=dict)
+    written: dict[tuple[str, str], tuple[str, int, list[Any], str]] = field(default_factory=dict)
+    """A task's write stored as a list node (`_put_writes`): (ns, channel) -> (the list it
+    extends, the count, copies of its items, its ref): the next checkpoint's node if appended."""
+    extended: set[str] = field(default_factory=set)
+    """Root channels whose value the `put` under way found to extend the list the saver holds."""
     open_step: Key | None = None
     """The checkpoint whose step is open: its first task's writes (or the next put) close it."""
 
@@ -367,6 +385,14 @@ class _Thread:
             if (ns, cid) not in self.hidden:
                 return self.checkpoints[ns, cid]
         return None
+
+    @property
+    def world_slots(self) -> dict[str, Slot]:
+        """Where the world state's channels' values are (the last resolved root checkpoint's)."""
+        cp = self.world_checkpoint
+        if cp is None:
+            return {}
+        return {ch: slot for ch, (_, slot) in cp.resolved.items() if _user_channel(ch)}
 
     @property
     def world(self) -> dict[str, Any]:
@@ -402,9 +428,11 @@ class _Thread:
                 self.open_step = None
             output = payload.get("output")
             if isinstance(output, dict) and output.get("langgraph") == "writes":
-                self._add_writes(str(output.get("task_id", payload.get("step_id"))), output)
+                step_id = str(payload.get("step_id"))
+                self._add_writes(str(output.get("task_id", step_id)), step_id, output)
         elif kind == "DeltaApplied" and payload.get("source") == SOURCE:
-            self.world_patches.append(payload.get("patch", {}))
+            if self.world_read:
+                self.world_patches.append(payload.get("patch", {}))
         elif kind == "RunAnnotated" and HIDDEN_LABEL in payload.get("labels", ()):
             key = self.by_position.get(payload.get("about_position", -1))
             if key is not None:
@@ -413,6 +441,7 @@ class _Thread:
             self.closed = True
 
     def _add_checkpoint(self, payload: dict[str, Any], args: dict[str, Any], position: int) -> None:
+        args = _unpacked_args(args)
         ns = str(args.get("ns", ""))
         cid = str(payload["step_id"])
         parent = payload.get("parent_step_id")
@@ -434,30 +463,33 @@ class _Thread:
         of that (namespace, channel, version).
         """
         parent = self.parent_of(cp)
-        for channel, entry in cp.stored.items():
-            version = entry.get("version", versions.get(channel))
-            self.versions[cp.ns, channel, _version_key(version)] = _slot(entry)
+        inherited = parent.resolved if parent is not None else {}
+        ns, stored, table, resolved = cp.ns, cp.stored, self.versions, cp.resolved
+        own_slots: dict[str, tuple[Any, Slot]] = {}
+        for channel, entry in stored.items():
+            vkey = _version_key(entry.get("version", versions.get(channel)))
+            slot_of = table[ns, channel, vkey] = _slot(entry)
+            own_slots[channel] = (vkey, slot_of)
         for channel, version in versions.items():
             vkey = _version_key(version)
-            own = cp.stored.get(channel)
             slot: Slot | None = None
-            if own is not None and _version_key(own.get("version", version)) == vkey:
-                slot = _slot(own)
-            elif parent is not None and channel in parent.resolved:
-                found_version, found = parent.resolved[channel]
-                if _version_key(found_version) == vkey:
-                    slot = found
+            own = own_slots.get(channel)
+            if own is not None and own[0] == vkey:
+                slot = own[1]
+            else:
+                found = inherited.get(channel)
+                if found is not None and _version_key(found[0]) == vkey:
+                    slot = found[1]
             if slot is None:
-                slot = self.versions.get((cp.ns, channel, vkey))
+                slot = table.get((ns, channel, vkey))
             if slot is not None:
-                cp.resolved[channel] = (version, slot)
-        if cp.ns == "":
-            self.world_slots = {
-                ch: slot for ch, (_, slot) in cp.resolved.items() if _user_channel(ch)
-            }
+                resolved[channel] = (version, slot)
+        if ns == "":
+            self.world_checkpoint = cp
 
-    def _add_writes(self, task_id: str, output: dict[str, Any]) -> None:
-        key = (str(output.get("ns", "")), str(output.get("checkpoint_id")))
+    def _add_writes(self, task_id: str, step_id: str, output: dict[str, Any]) -> None:
+        """A task's writes; the checkpoint is the step's when the output does not name it."""
+        key = (str(output.get("ns", "")), str(output.get("checkpoint_id", step_id)))
         task_path = str(output.get("task_path", ""))
         stored = self.writes.setdefault(key, {})
         for index, item in enumerate(output.get("writes", ())):
@@ -467,6 +499,99 @@ class _Thread:
             stored[task_id, idx] = _Write(
                 task_id, str(item["channel"]), idx, task_path, _slot(item)
             )
+
+
+def _packed_version(version: Any) -> Any:
+    """A version as stored: LangGraph's string form as numbers, anything else as it is.
+
+    ``f"{n:032}.{h:016}"`` (InMemorySaver's and SqliteSaver's versions) is stored as ``[n, h]``.
+    Numbers are never redacted, and the form is shorter: the string's digits can read as a card
+    number to the ledger's redaction, which would otherwise change the version as stored. Only
+    a string the numbers give back exactly is packed.
+    """
+    if type(version) is not str or len(version) < 34 or version[32] != ".":
+        return version
+    try:
+        count, mark = int(version[:32]), float(version[33:])
+    except ValueError:
+        return version
+    if (
+        0 <= count <= _MAX_SAFE
+        and math.isfinite(mark)
+        and not mark.is_integer()
+        and f"{count:032}.{mark:016}" == version
+    ):
+        return [count, mark]
+    return version
+
+
+def _unpacked_version(version: Any) -> Any:
+    """A version as LangGraph wrote it (see `_packed_version`)."""
+    if type(version) is list and len(version) == 2:
+        return _version_text(*version)
+    return version
+
+
+@functools.lru_cache(maxsize=4096)
+def _version_text(count: Any, mark: Any) -> str:
+    """LangGraph's string version (each is read several times: by later checkpoints too)."""
+    return f"{count:032}.{mark:016}"
+
+
+def _packed_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint (without its values) with its versions packed (`_packed_version`)."""
+    out = dict(body)
+    versions = body.get("channel_versions")
+    if type(versions) is dict:
+        out["channel_versions"] = {k: _packed_version(v) for k, v in versions.items()}
+    seen = body.get("versions_seen")
+    if type(seen) is dict:
+        out["versions_seen"] = {
+            node: {k: _packed_version(v) for k, v in by.items()} if type(by) is dict else by
+            for node, by in seen.items()
+        }
+    return out
+
+
+def _unpacked_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's record with its versions as LangGraph wrote them (a copy when packed)."""
+    body = args.get("checkpoint")
+    channels = args.get("channels")
+    out = args
+    if type(body) is dict:
+        versions = body.get("channel_versions")
+        seen = body.get("versions_seen")
+        unpacked = dict(body)
+        if type(versions) is dict:
+            unpacked["channel_versions"] = {k: _unpacked_version(v) for k, v in versions.items()}
+        if type(seen) is dict:
+            unpacked["versions_seen"] = {
+                node: {k: _unpacked_version(v) for k, v in by.items()} if type(by) is dict else by
+                for node, by in seen.items()
+            }
+        out = {**args, "checkpoint": unpacked}
+    if type(channels) is dict and any(
+        type(e) is dict and type(e.get("version")) is list for e in channels.values()
+    ):
+        out = {
+            **out,
+            "channels": {
+                ch: {**e, "version": _unpacked_version(e["version"])}
+                if type(e) is dict and "version" in e
+                else e
+                for ch, e in channels.items()
+            },
+        }
+    return out
+
+
+def _redacted(recorder: RunRecorder, value: Any, where: str) -> Any:
+    """A JSON value as the run stores it: redacted by its policy (the findings noted)."""
+    privacy = recorder.redaction
+    if privacy is None:
+        return value
+    event, path = where.split(".", 1)
+    return privacy.value(value, event, path)
 
 
 def _version_key(version: Any) -> Any:
@@ -682,10 +807,11 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         versions = checkpoint.get("channel_versions", {})
         channels: dict[str, Any] = {}
         new_lists: dict[str, _ListState] = {}
+        thread.extended.clear()
         for channel, version in new_versions.items():
             entry: dict[str, Any] = {}
             if _version_key(version) != _version_key(versions.get(channel)):
-                entry["version"] = version
+                entry["version"] = _packed_version(version)
             if channel in values:
                 entry.update(
                     self._store_channel(
@@ -701,8 +827,9 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             channels[channel] = entry
         args: dict[str, Any] = {"langgraph": "checkpoint", "ns": ns}
         body = {k: v for k, v in checkpoint.items() if k not in {"channel_values", "id"}}
-        if _plain(body):
-            args["checkpoint"] = body
+        packed = _packed_body(body)
+        if _plain(packed):
+            args["checkpoint"] = packed
         else:
             args["checkpoint_ref"] = self._put_value(recorder, body)
         if _plain(dict(metadata)):
@@ -778,6 +905,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         known = thread.writes.get((ns, checkpoint_id), {})
         recorder = self._recorder(thread)
         items: builtins.list[dict[str, Any]] = []
+        nodes: dict[str, tuple[str, int, builtins.list[Any], str]] = {}
         error: ErrorInfo | None = None
         for channel, value, idx in entries:
             if idx >= 0 and (task_id, idx) in known:
@@ -788,18 +916,18 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             base = self._list_base(thread, ns, checkpoint_id, channel)
             if base is not None and type(value) is list and value:
                 # stored as the node the next checkpoint stores if the channel appends it
-                node, _ = self._list_node(recorder, value, base.ref, len(base.items) + len(value))
-                item["items_of_ref"] = node
+                nodes[channel] = self._write_node(recorder, base, value)
+                item["items_of_ref"] = nodes[channel][3]
             elif _plain(value) and len(_dumps(value)) <= INLINE_LIMIT:
                 item["value"] = value
             else:
-                item["value_ref"] = self._put_value(recorder, value)
+                item["value_ref"] = self._put_value(recorder, value, _IN_WRITES)
             items.append(item)
             if channel == ERROR and error is None:
                 error = ErrorInfo(type=type(value).__name__, message=str(value)[:4000])
         if not items:
             return
-        output: dict[str, Any] = {"langgraph": "writes", "checkpoint_id": checkpoint_id}
+        output: dict[str, Any] = {"langgraph": "writes"}
         if ns:
             output["ns"] = ns
         if task_path:
@@ -808,7 +936,9 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         parent = thread.checkpoints.get((ns, checkpoint_id))
         step_id = task_id
         if thread.open_step == (ns, checkpoint_id):  # the superstep's first task closes it
-            step_id, output["task_id"] = checkpoint_id, task_id
+            step_id, output["task_id"] = checkpoint_id, task_id  # the step names the checkpoint
+        else:
+            output["checkpoint_id"] = checkpoint_id
         recorder.record(
             StepCompleted(
                 step_id=step_id,
@@ -819,6 +949,15 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             )
         )
         self._absorb(thread)
+        thread.written.update({(ns, channel): written for channel, written in nodes.items()})
+
+    def _write_node(
+        self, recorder: RunRecorder, base: _ListState, value: builtins.list[Any]
+    ) -> tuple[str, int, builtins.list[Any], str]:
+        """A write that appends to `base` stored as a list node: (base ref, count, copies, ref)."""
+        count = len(base.items) + len(value)
+        node, copies = self._list_node(recorder, value, base.ref, count, _IN_WRITES)
+        return (base.ref, count, copies, node)
 
     @staticmethod
     def _close_step(recorder: RunRecorder, thread: _Thread) -> None:
@@ -1073,8 +1212,10 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 self._threads.pop(thread_id, None)
                 return None
             if info.status == "running":
-                thread = _Thread(thread_id, generation, run_id)
-                self._refresh(thread)
+                thread = _Thread(thread_id, generation, run_id, world_read=False)
+                for record in self.ledger.events(run_id, upto=info.event_count, kinds=_FOLDED):
+                    thread.fold(record)
+                thread.position = max(thread.position, info.event_count)
                 if not thread.closed:
                     self._remember(thread)
                     return thread
@@ -1195,10 +1336,14 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
 
     # Values ------------------------------------------------------------------------------------
 
-    def _put_value(self, recorder: RunRecorder, value: Any) -> str:
-        """Store one value as a blob: JSON as itself, anything else through the serializer."""
+    def _put_value(self, recorder: RunRecorder, value: Any, where: str = _IN_CHECKPOINT) -> str:
+        """Store one value as a blob: JSON as itself, anything else through the serializer.
+
+        JSON is redacted by the run's policy first, as the event that refers to it would be
+        (what was redacted is noted at `where` for the PolicyDecided before that event).
+        """
         if _plain(value):
-            return recorder.put_blob({"json": value})
+            return recorder.put_blob({"json": _redacted(recorder, value, where)})
         kind, data = self.serde.dumps_typed(value)
         return recorder.put_blob({"serde": kind, "data": base64.b64encode(data).decode("ascii")})
 
@@ -1240,7 +1385,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         its items are compared with private copies, so a value mutated in place since cannot
         pass as unchanged.
         """
-        previous = thread.lists.get((ns, channel))
+        previous = held = thread.lists.get((ns, channel))
         if previous is None and parent is not None and channel in parent.resolved:
             form, ref = parent.resolved[channel][1]
             if form == "ref" and "count" in self._node(ref):
@@ -1249,21 +1394,43 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
         if previous is not None:
             known = len(previous.items)
             if len(value) >= known and value[:known] == previous.items:
+                if held is not None and ns == "":
+                    thread.extended.add(channel)  # what the world patch would compare again
                 if len(value) == known:
                     return previous
                 start, prefix = known, previous.ref
-        ref, copies = self._list_node(recorder, value[start:], prefix, len(value))
+        tail = value[start:]
+        written = thread.written.pop((ns, channel), None)
+        if (
+            written is not None
+            and prefix is not None
+            and written[0] == prefix
+            and written[1] == len(value)
+            and tail == written[2]
+        ):  # the node a task's write stored: the same blob, not encoded again
+            ref, copies = written[3], written[2]
+        else:
+            ref, copies = self._list_node(recorder, tail, prefix, len(value))
         items = (previous.items if prefix is not None and previous is not None else []) + copies
         return _ListState(ref, items)
 
     def _list_node(
-        self, recorder: RunRecorder, tail: builtins.list[Any], prefix: str | None, count: int
+        self,
+        recorder: RunRecorder,
+        tail: builtins.list[Any],
+        prefix: str | None,
+        count: int,
+        where: str = _IN_CHECKPOINT,
     ) -> tuple[str, builtins.list[Any]]:
-        """Store a list node (`tail` after the list `prefix`); its ref and copies of `tail`."""
+        """Store a list node (`tail` after the list `prefix`); its ref and copies of `tail`.
+
+        JSON items are stored redacted (as `_put_value`); the copies are of the items as given,
+        which later values of the list are compared with.
+        """
         node: dict[str, Any] = {"count": count}
         if all(_plain(item) for item in tail):
-            node["items"] = tail
-            copies = json.loads(_dumps(tail))
+            node["items"] = _redacted(recorder, tail, where)
+            copies = _fresh(tail)
         else:
             encoded = [self.serde.dumps_typed(item) for item in tail]
             node["typed_items"] = [
@@ -1295,7 +1462,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                     prefix = node.get("prefix_ref") if isinstance(node, dict) else None
                     if isinstance(prefix, str) and prefix not in self._nodes:
                         nexts.append(prefix)
-            missing = list(dict.fromkeys(nexts))
+            missing = [r for r in dict.fromkeys(nexts) if r not in self._nodes]  # read since
 
     def _keep_node(self, ref: str, node: Any) -> None:
         self._nodes[ref] = node
@@ -1327,7 +1494,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             if how == "scalars":
                 return list(every)
             if how == "dicts":
-                return list(map(dict, every))
+                return list(map(dict.copy, every))
             return _copies(every)
         out: list[Any] = []
         typed: list[tuple[str, bytes]] = []
@@ -1342,7 +1509,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
                 if shape is None:
                     shape = self._shapes[node_ref] = _shape(items)
                 if shape == "dicts":
-                    out.extend(map(dict, items))
+                    out.extend(map(dict.copy, items))
                 elif shape == "scalars":
                     out.extend(items)
                 else:
@@ -1433,6 +1600,12 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
     ) -> dict[str, Any]:
         """The merge patch taking the thread's world state to this root checkpoint's view."""
         values = checkpoint["channel_values"]
+        if not thread.world_read:  # the patches folded so far, read once
+            patches = self.ledger.events(thread.run_id, upto=thread.position, kinds=_WORLD)
+            thread.world_patches = [
+                r.payload.get("patch", {}) for r in patches if r.payload.get("source") == SOURCE
+            ]
+            thread.world_read = True
         world = thread.world
         patch: dict[str, Any] = {}
         shown: set[str] = set()
@@ -1469,7 +1642,7 @@ class LedgerCheckpointSaver(BaseCheckpointSaver[int]):
             and listed is not None
             and thread.world_slots.get(channel) == ("ref", listed.ref)
             and len(old) == len(listed.items) <= len(value)
-            and value[: len(listed.items)] == listed.items
+            and (channel in thread.extended or value[: len(listed.items)] == listed.items)
         ):
             start = len(listed.items)
             return {_index(i): _item_view(value[i]) for i in range(start, len(value))} or _ABSENT
@@ -1492,10 +1665,24 @@ def _older(thread: _Thread, cp: _Checkpoint) -> bool:
 
 
 def _fresh(value: Any) -> Any:
-    """A deep copy of a JSON value (the saver never hands out what it keeps)."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return json.loads(_dumps(value))
+    """A deep copy of a JSON value (the saver never hands out what it keeps).
+
+    Recursive: stored values are at most `_MAX_PLAIN_DEPTH` deep (`_plain`).
+    """
+    kind = type(value)
+    if kind is dict:
+        out = value.copy()
+        for key, inner in value.items():
+            if type(inner) not in _SCALARS:
+                out[key] = _fresh(inner)
+        return out
+    if kind is list:
+        copied = value.copy()
+        for index, inner in enumerate(value):
+            if type(inner) not in _SCALARS:
+                copied[index] = _fresh(inner)
+        return copied
+    return value
 
 
 def _shape(items: list[Any]) -> str:
@@ -1527,7 +1714,7 @@ def _copies(items: Sequence[Any]) -> list[Any]:
     out: list[Any] = []
     for item in items:
         if type(item) is dict and all(type(v) in _SCALARS for v in item.values()):
-            out.append(dict(item))
+            out.append(item.copy())
         else:
             out.append(_fresh(item))
     return out
