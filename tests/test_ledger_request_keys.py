@@ -110,3 +110,41 @@ def test_the_fingerprints_equal_what_a_subjects_run_records_with_tools() -> None
             )
             assert call_fingerprint(redacted, key) == recorded
             messages = [*messages, {"role": "assistant", "content": "noted"}]
+
+
+def test_threads_with_their_own_read_only_histories_get_the_full_fingerprints() -> None:
+    """Four threads share one RequestKeys; each sends its own history of read-only messages."""
+    import threading
+    from types import MappingProxyType
+
+    redact = _redactor(True)
+    keys = RequestKeys(redact)
+    wrong: list[tuple[int, int]] = []
+
+    def converse(thread: int) -> None:
+        messages: list[Any] = []
+        for turn in range(60):
+            text = ["hello", "mail bob@example.com", "ok [done]"][turn % 3]
+            message = {"role": "user", "content": f"{text} {thread}"}
+            messages.append(MappingProxyType(message) if turn % 2 else message)
+            if turn % 7 == 6:
+                del messages[0]
+            tools = TOOLS if turn % 2 else None
+            call = CallRecord(provider="p", model="m", messages=list(messages), tools=tools)
+            full = call_fingerprint(
+                CallRecord(
+                    provider="p",
+                    model="m",
+                    messages=redact([dict(m) for m in messages]),
+                    tools=tools,
+                )
+            )
+            if keys.fingerprint(call) != full:
+                wrong.append((thread, turn))
+
+    threads = [threading.Thread(target=converse, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
