@@ -1590,7 +1590,7 @@ class RequestKeys:
         """``call``'s request fingerprint, prefixed with its provider (see `call_fingerprint`)."""
         with self._lock:
             head = self._head(call.messages, key)
-        tools_ref = blob_ref(canonical_json(list(call.tools))) if call.tools else None
+        tools_ref = _tools_ref(call.tools, key)
         fingerprint = request_fingerprint(
             {
                 "model": call.model,
@@ -1635,7 +1635,7 @@ def request_refs(
 ) -> tuple[str, str | None]:
     """The ``messages_ref`` and ``tools_ref`` a recorder stores for a request (nothing stored).
 
-    With a subject's ``key``, the refs of the sealed nodes (what a subject's run stores).
+    With a subject's ``key``, the refs of the sealed nodes and tools (what a subject's run stores).
     """
     parent: str | None = None
     for message in messages:
@@ -1644,8 +1644,15 @@ def request_refs(
     if parent is None:
         empty = canonical_json({"message": None, "parent_ref": None})
         parent = _EMPTY_NODE if key is None else blob_ref(key.seal(empty))
-    tools_ref = blob_ref(canonical_json(list(tools))) if tools else None
-    return parent, tools_ref
+    return parent, _tools_ref(tools, key)
+
+
+def _tools_ref(tools: Sequence[Mapping[str, Any]] | None, key: SubjectKey | None) -> str | None:
+    """The ref of the tools blob a recorder stores (`put_blob`: sealed in a subject's run)."""
+    if not tools:
+        return None
+    canonical = canonical_json(list(tools))
+    return blob_ref(canonical if key is None else key.seal(canonical))
 
 
 def _starting(

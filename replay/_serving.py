@@ -459,7 +459,7 @@ class ServingRecorder(CheckingRecorder):
     def _called_event(self, call: CallRecord, like: BookCall | None) -> ModelCalled:
         """The ModelCalled ``call`` would record, its answer taken from ``like`` (if any)."""
         base = dict(like.payload) if like is not None else {"call_id": "call-?"}
-        head, tools_ref = request_refs(call.messages, call.tools)
+        head, tools_ref = request_refs(call.messages, call.tools, self._key(None))
         fields = {
             **base,
             "provider": call.provider,

@@ -461,3 +461,11 @@ def test_a_bundled_agent_run_for_a_subject_is_erased(
     status, out, _ = _cli(capsys, *db, "verify")
     assert status == 0
     assert "erased)" in out
+
+
+def test_a_subject_run_offering_tools_replays_identically(opened: Ledger) -> None:
+    """The tools a subject's run offers are sealed with its content: replay matches them alike."""
+    _, run_id = opened.record_function(agents.tooled, "ZqFayInputXv in Oslo?", subject="fay")
+    result = replay_run(opened, run_id, raise_on_divergence=False)
+    assert result.divergence is None
+    assert result.identical

@@ -90,3 +90,96 @@ def test_many_threads_calling_one_run_leave_a_whole_chain(
     assert [e.position for e in events] == list(range(1, 27))
     assert sum(e.kind == "ModelCalled" for e in events) == 24
     assert ledger.verify().ok
+
+
+def test_threads_mixing_calls_steps_and_sync_methods_keep_each_threads_order(
+    ledger: Ledger,
+) -> None:
+    """Four threads each call, record a tool, call in a step, batch a delta and answer.
+
+    Every thread's events take positions in the order it recorded them, the step's events
+    stay inside its StepStarted and StepCompleted, and the chain is whole.
+    """
+    import threading
+
+    from agentledger.agents.testing import ScriptedClient
+
+    def echo(messages: list[dict[str, object]]) -> str:
+        return f"echo: {messages[-1]['content']}"
+
+    with ledger.record_run("mixed") as run:
+        client = run.instrument(ScriptedClient(echo))
+
+        def work(name: str) -> None:
+            for turn in range(3):
+                ask(client, f"{name}/{turn}/a")
+                run.tool("lookup", {"who": f"{name}/{turn}/b"}, result={"ok": True})
+                with run.step(f"{name}/{turn}/step"):
+                    ask(client, f"{name}/{turn}/c")
+                ask(client, f"{name}/{turn}/d")
+                with run.batch():
+                    run.delta({name: turn})
+                    ask(client, f"{name}/{turn}/e")
+                run.answer(f"{name}/{turn}/f")
+
+        threads = [threading.Thread(target=work, args=(f"t{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        run_id = run.run_id
+    events = ledger.events(run_id)
+    assert [e.position for e in events] == list(range(1, len(events) + 1))
+    assert ledger.verify().ok
+    seen: dict[str, list[str]] = {f"t{n}": [] for n in range(4)}
+    for e in events:
+        text = None
+        if e.kind == "ModelCalled":
+            text = ledger.conversation(e.payload["messages_ref"])[-1]["content"]
+        elif e.kind == "ToolCalled":
+            text = e.payload["arguments"]["who"]
+        elif e.kind == "SynthesisProduced":
+            text = e.payload["answer"]
+        if text is not None:
+            seen[text.split("/")[0]].append(text.split("/", 1)[1])
+    for steps in seen.values():
+        assert steps == [f"{turn}/{part}" for turn in range(3) for part in "abcdef"]
+    names = {e.payload["step_id"]: e.payload["name"] for e in events if e.kind == "StepStarted"}
+    starts = {e.payload["step_id"]: e.position for e in events if e.kind == "StepStarted"}
+    for e in events:
+        if e.kind == "StepCompleted":
+            inside = events[starts[e.payload["step_id"]] : e.position - 1]
+            asked = [
+                ledger.conversation(i.payload["messages_ref"])[-1]["content"]
+                for i in inside
+                if i.kind == "ModelCalled"
+            ]
+            assert names[e.payload["step_id"]].replace("/step", "/c") in asked
+
+
+def test_a_call_whose_commit_fails_is_raised_by_the_next_sync_method(ledger: Ledger) -> None:
+    """A write-behind commit refused (another writer took the position) is never lost."""
+    from agentledger.agents.testing import ScriptedClient
+    from agentledger.ledger import ConcurrencyError, RunRecorder
+
+    run = ledger.record_run("refused")
+    client = run.instrument(ScriptedClient(["one", "two"]))
+    RunRecorder(ledger, ledger.load(run.run_id)).delta({"first": True})
+    ask(client, "recorded write-behind, refused")
+    with pytest.raises(ConcurrencyError):
+        run.delta({"late": True})
+    other = ledger.record_run("refused at the end")
+    client = other.instrument(ScriptedClient(["three"]))
+    RunRecorder(ledger, ledger.load(other.run_id)).delta({"first": True})
+    ask(client, "recorded write-behind, refused")
+    with pytest.raises(ConcurrencyError):
+        other.__exit__(None, None, None)  # the end of ``with ledger.record_run(...)``
+    for run_id in (run.run_id, other.run_id):
+        assert [e.kind for e in ledger.events(run_id)] == ["RunStarted", "DeltaApplied"]
+
+
+def test_flush_makes_a_call_visible_to_another_postgres_reader(
+    server: LoopbackServer, pg_url: str
+) -> None:
+    """As on SQLite: after ``run.flush()`` a second PostgreSQL handle reads the call."""
+    test_flush_makes_a_call_visible_to_another_reader(server, pg_url)

@@ -88,6 +88,25 @@ def record_forever_async(url: str) -> None:
     asyncio.run(forever())
 
 
+def record_forever_instrumented(url: str) -> None:
+    """Make sync instrumented calls (write-behind) until killed; print positions after flush."""
+    from agentledger.agents.testing import ScriptedClient
+    from agentledger.ledger import Ledger
+
+    ledger = Ledger.open(url)
+    run = ledger.record_run("doomed-calls", input="call until killed")
+    client = run.instrument(ScriptedClient(lambda messages: f"echo {len(messages)}"))
+    count = 0
+    while True:
+        for _ in range(5):  # write-behind: not waited for
+            count += 1
+            client.chat.completions.create(
+                model="scripted-1", messages=[{"role": "user", "content": f"call {count}"}]
+            )
+        run.flush()  # a durability point
+        print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
+
+
 # The tests (run in pytest) -------------------------------------------------------------------
 
 
@@ -246,6 +265,40 @@ def test_an_async_writer_killed_mid_run_keeps_every_flushed_event(sqlite_url: st
         assert ledger.verify().ok
 
 
+@pytest.mark.slow
+def test_a_writer_of_instrumented_calls_killed_mid_run_keeps_every_flushed_call(
+    sqlite_url: str,
+) -> None:
+    """SIGKILL between write-behind sync calls: every call `run.flush()` confirmed is there."""
+    from agentledger.ledger import Ledger
+
+    worker = spawn("forever-instrumented", sqlite_url)
+    try:
+        assert worker.stdout is not None
+        last: dict[str, object] = {}
+        for line in worker.stdout:
+            last = json.loads(line)
+            if int(str(last["position"])) >= 101:
+                break
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=TIMEOUT_S)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+        if worker.stderr is not None:
+            worker.stderr.close()
+    assert worker.returncode == -signal.SIGKILL
+    with Ledger.open(sqlite_url) as ledger:
+        records = ledger.events(str(last["run_id"]))
+        assert len(records) >= int(str(last["position"]))
+        assert [r.position for r in records] == list(range(1, len(records) + 1))
+        assert all(r.kind == "ModelCalled" for r in records[1:])
+        assert ledger.verify().ok
+
+
 if __name__ == "__main__":
     mode, *arguments = sys.argv[1:]
     if mode == "record":
@@ -254,5 +307,7 @@ if __name__ == "__main__":
         record_forever(arguments[0])
     elif mode == "forever-async":
         record_forever_async(arguments[0])
+    elif mode == "forever-instrumented":
+        record_forever_instrumented(arguments[0])
     else:
         sys.exit(f"unknown mode {mode!r}")

@@ -77,3 +77,74 @@ def test_a_changed_message_changes_the_fingerprint() -> None:
     after = keys.fingerprint(CallRecord(provider="p", model="m", messages=messages))
     assert before != after
     assert after == call_fingerprint(CallRecord(provider="p", model="m", messages=messages))
+
+
+TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+
+
+def test_the_fingerprints_equal_what_a_subjects_run_records_with_tools() -> None:
+    """In a run tied to a subject the message nodes and the tools are sealed: so are the refs."""
+    from agentledger.ledger import Ledger
+    from agentledger.ledger.events import request_fingerprint
+
+    with Ledger.open("memory://") as ledger, ledger.record_run("keys", subject="gus") as run:
+        key = ledger.run_subject_key(ledger.events(run.run_id)[0].payload)
+        assert key is not None
+        keys = RequestKeys(run.redacted)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "mail bob@example.com"}]
+        for tools in (TOOLS, None, TOOLS):
+            call = CallRecord(
+                provider="openai", model="m", messages=messages, params={"n": 1}, tools=tools
+            )
+            position = run.record_call(call)
+            run.flush()
+            payload = ledger.events(run.run_id)[position - 1].payload
+            recorded = f"openai:{request_fingerprint(payload)}"
+            assert keys.fingerprint(call, key) == recorded
+            redacted = CallRecord(
+                provider="openai",
+                model="m",
+                messages=run.redacted([dict(m) for m in messages]),
+                params=run.redacted(dict(call.params)),
+                tools=tools,
+            )
+            assert call_fingerprint(redacted, key) == recorded
+            messages = [*messages, {"role": "assistant", "content": "noted"}]
+
+
+def test_threads_with_their_own_read_only_histories_get_the_full_fingerprints() -> None:
+    """Four threads share one RequestKeys; each sends its own history of read-only messages."""
+    import threading
+    from types import MappingProxyType
+
+    redact = _redactor(True)
+    keys = RequestKeys(redact)
+    wrong: list[tuple[int, int]] = []
+
+    def converse(thread: int) -> None:
+        messages: list[Any] = []
+        for turn in range(60):
+            text = ["hello", "mail bob@example.com", "ok [done]"][turn % 3]
+            message = {"role": "user", "content": f"{text} {thread}"}
+            messages.append(MappingProxyType(message) if turn % 2 else message)
+            if turn % 7 == 6:
+                del messages[0]
+            tools = TOOLS if turn % 2 else None
+            call = CallRecord(provider="p", model="m", messages=list(messages), tools=tools)
+            full = call_fingerprint(
+                CallRecord(
+                    provider="p",
+                    model="m",
+                    messages=redact([dict(m) for m in messages]),
+                    tools=tools,
+                )
+            )
+            if keys.fingerprint(call) != full:
+                wrong.append((thread, turn))
+
+    threads = [threading.Thread(target=converse, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []

@@ -304,3 +304,43 @@ def test_risk_levels_are_ordered_by_rank_not_alphabet() -> None:
         RiskLevel.MEDIUM,
         RiskLevel.HIGH,
     ]
+
+
+def _spec() -> Any:
+    from agentledger.tools import ToolSpec
+
+    return ToolSpec(
+        name="weather",
+        description="Today's temperature.",
+        version="1",
+        risk=RiskLevel.LOW,
+        effectful=False,
+        timeout_s=1.0,
+        result_type="weather",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+
+
+def test_a_spec_offered_once_copies_compares_and_rebuilds_like_a_fresh_one() -> None:
+    """The schema text a spec keeps is no field: copies with new parameters offer those."""
+    import pickle
+
+    from agentledger.tools import ToolSpec
+
+    spec = _spec()
+    offered = spec.openai_schema()
+    offered["function"]["parameters"]["type"] = "changed"  # a copy: the spec is untouched
+    assert spec.neutral_schema()["parameters"]["type"] == "object"
+    assert spec == _spec()
+    assert pickle.loads(pickle.dumps(spec)) == spec  # noqa: S301 - our own bytes
+    assert ToolSpec(**dict(spec)) == spec
+    assert ToolSpec.model_validate(spec.model_dump()) == spec
+    other = {"type": "object", "properties": {"day": {"type": "string"}}}
+    for copied in (
+        spec.model_copy(update={"parameters": other}),
+        spec.model_copy(update={"parameters": other}, deep=True),
+    ):
+        assert copied.neutral_schema()["parameters"] == other
+        assert copied.anthropic_schema()["input_schema"] == other
+        assert copied != spec
+    assert spec.neutral_schema()["parameters"]["properties"] == {"city": {"type": "string"}}

@@ -9,7 +9,6 @@ import any other layer of the project: the ledger stores these values, it does n
 from __future__ import annotations
 
 import enum
-import functools
 import json
 from typing import Self
 
@@ -50,6 +49,8 @@ class RiskLevel(enum.StrEnum):
 
 
 _RANKS = {"low": 0, "medium": 1, "high": 2}
+_PARAMETERS_JSON = "_parameters_json"
+"""Where a `ToolSpec` keeps its parameters' JSON text (see `ToolSpec.parameters_json`)."""
 
 
 class ToolErrorInfo(BaseModel):
@@ -114,10 +115,20 @@ class ToolSpec(BaseModel):
     result_type: str
     parameters: dict[str, JSONValue]
 
-    @functools.cached_property
+    @property
     def parameters_json(self) -> str:
-        """``parameters`` as JSON text (made once: every model call offers the schema again)."""
-        return json.dumps(self.parameters)
+        """``parameters`` as JSON text (made once: every model call offers the schema again).
+
+        Kept next to the fields under a private name, with the parameters object it was made
+        from: no field of its own (iteration, ``model_dump`` and equality see the fields only),
+        and a copy given other parameters (``model_copy(update=...)``) makes its own.
+        """
+        parameters = self.parameters
+        kept: tuple[object, str] | None = self.__dict__.get(_PARAMETERS_JSON)
+        if kept is None or kept[0] is not parameters:
+            kept = (parameters, json.dumps(parameters))
+            self.__dict__[_PARAMETERS_JSON] = kept  # frozen: the text is no field
+        return kept[1]
 
     def neutral_schema(self) -> dict[str, JSONValue]:
         """Return the vendor-neutral shape ``{"name", "description", "parameters"}`` (a copy)."""

@@ -192,3 +192,32 @@ def contact(run: RunRecorder, question: str) -> str:
     answer = f"{said} | {second.choices[0].message.content}"
     run.answer(answer)
     return answer
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "weather",
+        "description": "Today's temperature in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def tooled(run: RunRecorder, question: str) -> str:
+    """Two calls offering the model a tool (the tools are part of each request)."""
+    client = run.instrument(ScriptedClient(echo))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    first = client.chat.completions.create(
+        model="scripted-1", messages=messages, tools=[WEATHER_TOOL]
+    )
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    second = client.chat.completions.create(
+        model="scripted-1", messages=messages, tools=[WEATHER_TOOL]
+    )
+    answer = str(second.choices[0].message.content)
+    run.answer(answer)
+    return answer
