@@ -24,7 +24,8 @@ event loop never waits on database I/O, and concurrent runs share each commit (t
 commits within 5 ms, so the calls of that window share one transaction). Durability
 points wait for every commit of the run: ``await run.aflush()``, the end of the run (``async
 with`` exit, ``acomplete``, ``afail``) and a recorded effectful tool, whose ToolCalled is
-committed before the tool runs. A commit that failed is raised by the run's next awaitable call.
+committed before the tool runs. A commit that failed is raised by the run's next recording call,
+before it records anything.
 The sync methods commit before they return, with one exception: a call through an instrumented
 client (``run.instrument``), sync or async, is recorded the same write-behind way, since the code
 that made it gets the SDK's answer, not a record to act on. Its commit then shares the worker's
@@ -165,6 +166,8 @@ def _operation(method: _F) -> _F:
         if id(self) in deferred:
             with self._lock:
                 return method(self, *args, **kwargs)
+        if self._failure is not None:  # a write-behind commit failed: say so before recording
+            self._raise_failure()
         token = _DEFERRED.set(deferred | {id(self)})
         try:
             with self._lock:

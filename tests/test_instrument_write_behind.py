@@ -167,7 +167,7 @@ def test_a_call_whose_commit_fails_is_raised_by_the_next_sync_method(ledger: Led
     RunRecorder(ledger, ledger.load(run.run_id)).delta({"first": True})
     ask(client, "recorded write-behind, refused")
     with pytest.raises(ConcurrencyError):
-        run.delta({"late": True})
+        run.delta({"late": True})  # raised before it records anything
     other = ledger.record_run("refused at the end")
     client = other.instrument(ScriptedClient(["three"]))
     RunRecorder(ledger, ledger.load(other.run_id)).delta({"first": True})

@@ -48,6 +48,10 @@ def record_in_batches(url: str, barrier: Path, name: str) -> None:
                     for item in range(PER_BATCH // 2):
                         key = f"{name}-{batch}-{item}"
                         run.tool("lookup", {"key": key}, result={"key": key, "value": batch})
+                if batch == 0:  # both runs are open before either goes on: they overlap
+                    (barrier / f"{name}.started").touch()
+                    for other in barrier.glob("*.ready"):
+                        wait_for(barrier / f"{other.stem}.started", TIMEOUT_S)
         print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
 
 
