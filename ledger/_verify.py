@@ -60,6 +60,7 @@ __all__ = [
     "VerifyReport",
     "blob_refs_in",
     "forks_past_end",
+    "starts_from_parent",
     "verify_run",
 ]
 
@@ -234,7 +235,7 @@ class RunVerifier:
         """Check the next page of the run's events (`unreadable` as in `verify_run`)."""
         take = self._take
         for record in records:
-            take(record, unreadable.get(record.position))
+            take(record, unreadable.get(record.position), plain_floats=False)
         self.report.events_checked += len(records)
         self._sum_usage()
 
@@ -247,25 +248,28 @@ class RunVerifier:
         checked. An event that does not decode is checked as `feed` checks an unreadable one.
         """
         run_id = self._chain.run_id
-        take, decode = self._take, RecordedEvent.from_state
+        take, decode = self._take, RecordedEvent.from_state_noting_floats
         count = 0
         for _, position, kind, state in rows:
             count += 1
             try:
-                record = decode(run_id, position, kind, state)
+                record, plain_floats = decode(run_id, position, kind, state)
             except CorruptEventError as e:
-                take(RecordedEvent.unreadable(run_id, position, kind), e.detail)
+                take(RecordedEvent.unreadable(run_id, position, kind), e.detail, plain_floats=False)
                 continue
-            take(record, None)
+            take(record, None, plain_floats=plain_floats)
         self.report.events_checked += count
         self._sum_usage()
 
-    def _take(self, record: RecordedEvent, unreadable: str | None) -> None:
-        """Check one event, in stored order (`unreadable`: why its bytes did not decode)."""
+    def _take(self, record: RecordedEvent, unreadable: str | None, *, plain_floats: bool) -> None:
+        """Check one event, in stored order (`unreadable`: why its bytes did not decode).
+
+        `plain_floats`: the parser found every float of the event plain (`loads_noting_floats`).
+        """
         problems, chain, run = self.report.problems, self._chain, self._run
         position, kind = record.position, record.kind
         if unreadable is None:
-            canonical = chain.check(record, problems)
+            canonical = chain.check(record, problems, plain_floats=plain_floats)
             payload = record.payload
             refs = (
                 blob_refs_in(payload)
@@ -328,11 +332,11 @@ def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> 
     """
     problems: list[Problem] = []
     for start in starts:
-        parent = start.payload.get("parent_run_id")
-        position = start.payload.get("parent_position")
-        if start.kind != "RunStarted" or not isinstance(position, int):
+        if not starts_from_parent(start):
             continue
-        if not isinstance(parent, str) or parent not in ends:
+        parent = start.payload["parent_run_id"]
+        position = start.payload["parent_position"]
+        if parent not in ends:
             continue
         end = ends[parent]
         if position > end:
@@ -342,6 +346,19 @@ def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> 
             )
             problems.append(Problem(parent, end + 1, "tail truncated", detail))
     return problems
+
+
+def starts_from_parent(record: RecordedEvent) -> bool:
+    """Whether `record` starts a run from a position of a parent run (what `forks_past_end` reads).
+
+    A RunStarted naming a parent run id and a position in it: a fork or re-run.
+    """
+    if record.kind != "RunStarted":
+        return False
+    payload = record.payload
+    return isinstance(payload.get("parent_position"), int) and isinstance(
+        payload.get("parent_run_id"), str
+    )
 
 
 @dataclass
@@ -392,10 +409,13 @@ class _Chain:
         self.expected = position + 1
         self.resync = True
 
-    def check(self, record: RecordedEvent, problems: list[Problem]) -> bytes | None:
+    def check(
+        self, record: RecordedEvent, problems: list[Problem], *, plain_floats: bool = False
+    ) -> bytes | None:
         """Recompute `record`'s hash and check it against its stored hash and its link.
 
         Returns the payload's canonical bytes (None when the payload is not JSON-native).
+        `plain_floats`: the parser found every float of the payload plain (`parsed_event_hash`).
         """
         run_id, position = self.run_id, record.position
         if position <= self.last:
@@ -413,6 +433,7 @@ class _Chain:
                 record.event_id,
                 record.prev,
                 record.payload,
+                plain_floats=plain_floats,
             )
         except InvalidPayloadError as e:
             problems.append(Problem(run_id, position, "not decodable", str(e)))

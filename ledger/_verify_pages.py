@@ -17,7 +17,7 @@ from uuid import UUID
 
 from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
 from agentledger.ledger._records import RecordedEvent, RunInfo
-from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport
+from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport, starts_from_parent
 from agentledger.ledger._verify_blobs import BlobLookup
 from agentledger.ledger.errors import CorruptEventError
 
@@ -59,9 +59,10 @@ def _run_key(originator_id: Any) -> str | None:
 class PagedVerify:
     """Verifies runs read page by page; the findings gather in `report`.
 
-    `starts` holds each run's first stored event and `ends` its last position, what
-    `forks_past_end` compares; `hashes`, when given, receives every recomputed hash by run and
-    position (what a checkpoint check needs).
+    `starts` holds the first stored event of each run started from a parent run's position and
+    `ends` each run's last position, what `forks_past_end` compares (only those first events are
+    kept, so memory grows with the forks, not with every run); `hashes`, when given, receives
+    every recomputed hash by run and position (what a checkpoint check needs).
     """
 
     def __init__(
@@ -181,14 +182,19 @@ class PagedVerify:
         verifier.report.runs_checked = 0
         return verifier
 
+    def has_events(self, run_id: str) -> bool:
+        """Whether any stored event of the run was verified."""
+        return run_id in self._seen
+
     def _note(self, run_id: str, verifier: RunVerifier) -> None:
-        """Keep the run's first stored event and its last position (`forks_past_end`)."""
+        """Keep the run's last position, and its first event if it is a fork's (`starts`)."""
         first = verifier.first
         if first is None:
             return
         if run_id not in self._seen:
             self._seen.add(run_id)
-            self.starts.append(first)
+            if starts_from_parent(first):
+                self.starts.append(first)
         self.ends[run_id] = verifier.last
 
     def _finish(self, verifier: RunVerifier, run_id: str, info: RunInfo | None) -> None:
