@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "check_json_native",
     "json_depth",
     "loads",
+    "loads_noting_floats",
     "loads_untrusted",
     "sha256_hex",
 ]
@@ -357,7 +359,7 @@ def _parsed_encoder() -> Callable[[Any], str]:
 _encode_parsed = _parsed_encoder()
 
 
-def canonical_json_of_parsed(value: Any) -> bytes:
+def canonical_json_of_parsed(value: Any, *, plain_floats: bool = False) -> bytes:
     """Canonical bytes of a value that `loads` parsed: the JSON-native checks were done by parsing.
 
     A parsed value holds only str keys, strings, ints within +/-(2^53-1) (`loads` reads larger
@@ -368,7 +370,8 @@ def canonical_json_of_parsed(value: Any) -> bytes:
     outside the BMP (sorted differently), or nesting that may pass `MAX_NESTING` (at least that
     many opening brackets, so at least twice that many characters). Any of these goes to
     `canonical_json`, which decides exactly as it always does, so the bytes (or the error) are
-    the same either way.
+    the same either way. With `plain_floats` (what `loads_noting_floats` found while parsing
+    `value`), the output is not searched for floats: the parser saw none that needs it.
     """
     try:
         text = _encode_parsed(value)
@@ -376,8 +379,13 @@ def canonical_json_of_parsed(value: Any) -> bytes:
         return canonical_json(value)
     if (
         (len(text) >= 2 * MAX_NESTING and text.count("[") + text.count("{") >= MAX_NESTING)
-        or (".0" in text and _INTEGRAL_FLOAT.search(text) is not None)
-        or (("e-" in text or "e+" in text) and _EXPONENT.search(text) is not None)
+        or (
+            not plain_floats
+            and (
+                (".0" in text and _INTEGRAL_FLOAT.search(text) is not None)
+                or (("e-" in text or "e+" in text) and _EXPONENT.search(text) is not None)
+            )
+        )
         or (not text.isascii() and _NON_BMP.search(text) is not None)
     ):
         return canonical_json(value)
@@ -435,6 +443,63 @@ def loads(data: str | bytes) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+
+
+class _FloatsSeen(threading.local):
+    """Per thread: whether the parse under way met a float that is not plain (see below)."""
+
+    special = False
+
+
+_FLOATS_SEEN = _FloatsSeen()
+
+
+def _parse_float_noting(text: str) -> float:
+    """A float as `loads` reads it, noting one that `json.dumps` may write unlike RFC 8785.
+
+    Python writes a float like RFC 8785 when it is finite, not integral, and at least 1e-4 and
+    below 1e16 in magnitude (`repr` then has neither a trailing ``.0`` nor an exponent); any
+    other is special.
+    """
+    value = float(text)
+    if value.is_integer() or not 1e-4 <= abs(value) < 1e16:
+        _FLOATS_SEEN.special = True
+    return value
+
+
+def _parse_int_noting(text: str) -> int | float:
+    """`_parse_int`, noting an integer read as a float (beyond +/-(2^53-1): integral)."""
+    number = int(text)
+    if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
+        return number
+    _FLOATS_SEEN.special = True
+    return float(text)
+
+
+_NOTING_DECODER = json.JSONDecoder(parse_int=_parse_int_noting, parse_float=_parse_float_noting)
+
+
+def loads_noting_floats(data: bytes) -> tuple[Any, bool]:
+    """`loads`, and whether every float it parsed is plain (written by `json.dumps` as by JCS).
+
+    When they all are, `canonical_json_of_parsed(value, plain_floats=True)` need not search its
+    output for others. The floats are judged as the parser meets them, which costs a call per
+    float instead of two searches of the encoded text per value. (NaN and Infinity are not
+    floats here: the encoder refuses them either way.)
+    """
+    seen = _FLOATS_SEEN
+    seen.special = False
+    text = data.decode()
+    try:
+        # What `decode` does when no whitespace surrounds the value (never in stored bytes),
+        # without its two whitespace searches.
+        value, end = _NOTING_DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    if end != len(text):  # whitespace around the value, or not one JSON value: as `loads` does
+        seen.special = False
+        value = _NOTING_DECODER.decode(text)
+    return value, not seen.special
 
 
 def _refuse_constant(name: str) -> Any:

@@ -104,6 +104,8 @@ def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
     event_id: Any,
     prev: Any,
     payload: Any,
+    *,
+    plain_floats: bool = False,
 ) -> tuple[str, bytes]:
     """`envelope_hash` of an envelope read back by `loads`, and its payload's canonical bytes.
 
@@ -111,8 +113,9 @@ def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
     JSON-native scan (`canonical_json_of_parsed`) and the other fields are written by hand
     (`envelope_bytes`) when they are what the ledger writes: ints, and strings that need no
     escaping. Anything else takes `envelope_hash`. Raises `InvalidPayloadError` as it does.
+    `plain_floats` is what `loads_noting_floats` said of the payload (or of a value holding it).
     """
-    payload_jcs = canonical_json_of_parsed(payload)
+    payload_jcs = canonical_json_of_parsed(payload, plain_floats=plain_floats)
     if (
         type(position) is int
         and type(version) is int

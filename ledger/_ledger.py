@@ -1071,7 +1071,7 @@ class Ledger:
             rid = str(self._uuid(run_id))
             info = self._store.recorder.get_run(rid)
             paged.one_run(rid, info)
-            if info is None and not paged.starts:
+            if info is None and not paged.has_events(rid):
                 raise UnknownRunError(run_id)
             # the runs started from this one, as the index lists them
             children = self._store.recorder.child_run_ids(rid)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from agentledger.ledger._canonical import loads
+from agentledger.ledger._canonical import loads, loads_noting_floats
 from agentledger.ledger._codec import pack_blob, unpack_state
 from agentledger.ledger.errors import CorruptEventError
 
@@ -263,6 +263,31 @@ class RecordedEvent:
         try:
             canonical = unpack_state(state)
             body = loads(canonical)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptEventError(run_id, position, f"{type(e).__name__}: {e}") from None
+        return cls._from_body(run_id, position, kind, canonical, body)
+
+    @classmethod
+    def from_state_noting_floats(
+        cls, run_id: str, position: int, kind: str, state: bytes
+    ) -> tuple[RecordedEvent, bool]:
+        """`from_state`, and whether every float in the envelope is plain.
+
+        (See `loads_noting_floats`: what verification hands `canonical_json_of_parsed`.)
+        """
+        try:
+            canonical = unpack_state(state)
+            body, plain_floats = loads_noting_floats(canonical)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptEventError(run_id, position, f"{type(e).__name__}: {e}") from None
+        return cls._from_body(run_id, position, kind, canonical, body), plain_floats
+
+    @classmethod
+    def _from_body(
+        cls, run_id: str, position: int, kind: str, canonical: bytes, body: Any
+    ) -> RecordedEvent:
+        """The record of a stored state (`canonical`, parsed as `body`), checked as an envelope."""
+        try:
             record = cls(
                 run_id=run_id,
                 position=position,

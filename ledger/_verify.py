@@ -48,8 +48,9 @@ from agentledger.ledger._verify_blobs import (
 )
 
 if TYPE_CHECKING:
+    from agentledger.ledger._backends import ScannedEvent
     from agentledger.ledger._tlog import CheckpointCheck, LogProblem
-from agentledger.ledger.errors import InvalidPayloadError
+from agentledger.ledger.errors import CorruptEventError, InvalidPayloadError
 
 __all__ = [
     "BlobCheck",
@@ -59,6 +60,7 @@ __all__ = [
     "VerifyReport",
     "blob_refs_in",
     "forks_past_end",
+    "starts_from_parent",
     "verify_run",
 ]
 
@@ -207,6 +209,7 @@ class RunVerifier:
         self._run = _Run(run_id, import_batch=IMPORT_BATCH)
         self._blob_problems: list[Problem] = []
         self._sum_totals = info is not None and info.totals is not None
+        self._usage: list[tuple[str, Mapping[str, Any]]] = []
 
     @property
     def needs_origins(self) -> set[str]:
@@ -216,41 +219,87 @@ class RunVerifier:
     def _blob_problem(self, position: int, reason: Reason, detail: str) -> None:
         self._blob_problems.append(Problem(self._chain.run_id, position, reason, detail))
 
+    @property
+    def first(self) -> RecordedEvent | None:
+        """The first event fed (a stand-in when it did not decode); None before any."""
+        return self._run.first
+
+    @property
+    def last(self) -> int:
+        """The position of the last event fed (0 before any)."""
+        return self._run.last
+
     def feed(self, records: Sequence[RecordedEvent], unreadable: Mapping[int, str]) -> None:
         """Check the next page of the run's events (`unreadable` as in `verify_run`)."""
-        problems, chain, run, info = self.report.problems, self._chain, self._run, self._info
-        run_id = chain.run_id
-        first_use = self.named_blobs.pending
-        pairs: list[tuple[str, dict[str, Any]]] = []
+        take = self._take
         for record in records:
-            position = record.position
-            readable = position not in unreadable
-            if readable:
-                canonical = chain.check(record, problems)
-                payload = record.payload
-                refs = (
-                    blob_refs_in(payload)
-                    if canonical is None
-                    else refs_in_canonical(canonical, payload)
-                )
+            take(record, unreadable.get(record.position), plain_floats=False)
+        self.report.events_checked += len(records)
+        self._sum_usage()
+
+    def feed_stored(self, rows: Iterable[ScannedEvent]) -> None:
+        """Check the next page of the run's events as stored, decoding each just before its check.
+
+        The rows are ``(run id as stored, position, kind, state bytes)`` in stored order. Each
+        event is decoded, checked and let go before the next is decoded: a page decoded whole
+        first costs more, its objects outgrowing the processor's caches before they are
+        checked. An event that does not decode is checked as `feed` checks an unreadable one.
+        """
+        run_id = self._chain.run_id
+        take, decode = self._take, RecordedEvent.from_state_noting_floats
+        count = 0
+        for _, position, kind, state in rows:
+            count += 1
+            try:
+                record, plain_floats = decode(run_id, position, kind, state)
+            except CorruptEventError as e:
+                take(RecordedEvent.unreadable(run_id, position, kind), e.detail, plain_floats=False)
+                continue
+            take(record, None, plain_floats=plain_floats)
+        self.report.events_checked += count
+        self._sum_usage()
+
+    def _take(self, record: RecordedEvent, unreadable: str | None, *, plain_floats: bool) -> None:
+        """Check one event, in stored order (`unreadable`: why its bytes did not decode).
+
+        `plain_floats`: the parser found every float of the event plain (`loads_noting_floats`).
+        """
+        problems, chain, run = self.report.problems, self._chain, self._run
+        position, kind = record.position, record.kind
+        if unreadable is None:
+            canonical = chain.check(record, problems, plain_floats=plain_floats)
+            payload = record.payload
+            refs = (
+                blob_refs_in(payload)
+                if canonical is None
+                else refs_in_canonical(canonical, payload)
+            )
+            if refs:
+                first_use = self.named_blobs.pending
                 for ref in refs:
                     first_use.setdefault(ref, position)
-                if self._sum_totals and record.kind in _USAGE_KINDS:
-                    pairs.append((record.kind, payload))
-            else:
-                chain.skip(position, unreadable[position], problems)
-            if run.ended_at is not None and record.kind != "RunAnnotated":
-                detail = f"{record.kind} after the run ended at {run.ended_at}"
-                problems.append(Problem(run_id, position, "events after end", detail))
-            if record.kind in _ENDS:
-                run.ended_at = position
-                run.end = run.end or record
-                if readable:
-                    _check_terminal(run_id, record, chain.checked_prev, problems)
-            run.note(record, readable, info)
-        self.report.events_checked += len(records)
-        if pairs:
-            run.totals = run.totals.plus(RunTotals.of(pairs))
+            if self._sum_totals and kind in _USAGE_KINDS:
+                usage = self._usage
+                usage.append((kind, payload))
+                if len(usage) >= _USAGE_BATCH:
+                    self._sum_usage()
+        else:
+            chain.skip(position, unreadable, problems)
+        if run.ended_at is not None and kind != "RunAnnotated":
+            detail = f"{kind} after the run ended at {run.ended_at}"
+            problems.append(Problem(chain.run_id, position, "events after end", detail))
+        if kind in _ENDS:
+            run.ended_at = position
+            run.end = run.end or record
+            if unreadable is None:
+                _check_terminal(chain.run_id, record, chain.checked_prev, problems)
+        run.note(record, unreadable is None, self._info)
+
+    def _sum_usage(self) -> None:
+        """Add the usage events taken since the last call to the run's totals."""
+        if self._usage:
+            self._run.totals = self._run.totals.plus(RunTotals.of(self._usage))
+            self._usage = []
 
     def check_blobs(self, others: Sequence[RunVerifier] = ()) -> None:
         """Check the blobs this run (and `others`, in one go) named since the last check.
@@ -281,11 +330,11 @@ def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> 
     """
     problems: list[Problem] = []
     for start in starts:
-        parent = start.payload.get("parent_run_id")
-        position = start.payload.get("parent_position")
-        if start.kind != "RunStarted" or not isinstance(position, int):
+        if not starts_from_parent(start):
             continue
-        if not isinstance(parent, str) or parent not in ends:
+        parent = start.payload["parent_run_id"]
+        position = start.payload["parent_position"]
+        if parent not in ends:
             continue
         end = ends[parent]
         if position > end:
@@ -295,6 +344,19 @@ def forks_past_end(starts: Iterable[RecordedEvent], ends: Mapping[str, int]) -> 
             )
             problems.append(Problem(parent, end + 1, "tail truncated", detail))
     return problems
+
+
+def starts_from_parent(record: RecordedEvent) -> bool:
+    """Whether `record` starts a run from a position of a parent run (what `forks_past_end` reads).
+
+    A RunStarted naming a parent run id and a position in it: a fork or re-run.
+    """
+    if record.kind != "RunStarted":
+        return False
+    payload = record.payload
+    return isinstance(payload.get("parent_position"), int) and isinstance(
+        payload.get("parent_run_id"), str
+    )
 
 
 @dataclass
@@ -345,10 +407,13 @@ class _Chain:
         self.expected = position + 1
         self.resync = True
 
-    def check(self, record: RecordedEvent, problems: list[Problem]) -> bytes | None:
+    def check(
+        self, record: RecordedEvent, problems: list[Problem], *, plain_floats: bool = False
+    ) -> bytes | None:
         """Recompute `record`'s hash and check it against its stored hash and its link.
 
         Returns the payload's canonical bytes (None when the payload is not JSON-native).
+        `plain_floats`: the parser found every float of the payload plain (`parsed_event_hash`).
         """
         run_id, position = self.run_id, record.position
         if position <= self.last:
@@ -366,6 +431,7 @@ class _Chain:
                 record.event_id,
                 record.prev,
                 record.payload,
+                plain_floats=plain_floats,
             )
         except InvalidPayloadError as e:
             problems.append(Problem(run_id, position, "not decodable", str(e)))
@@ -423,6 +489,8 @@ def _check_terminal(run_id: str, record: RecordedEvent, prev: str, problems: lis
 
 
 _ENDS = frozenset({"RunCompleted", "RunFailed"})
+_USAGE_BATCH = 256
+"""Usage events whose payloads wait to be summed, at most (see `RunVerifier._take`)."""
 _USAGE_KINDS = frozenset({"ModelCalled", "ToolReturned"})
 """The kinds whose payloads the usage totals sum (`RunTotals.of` reads no others)."""
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentledger.ledger._canonical import canonical_json_of_parsed, loads
+from agentledger.ledger._canonical import canonical_json_of_parsed, loads_noting_floats
 from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger._subjects import is_sealed
 from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
@@ -215,11 +215,11 @@ class BlobCheck:
             self._broken[ref] = ("blob altered", f"{ref}: {data.detail}")
             return []
         try:
-            content = loads(data)
+            content, plain_floats = loads_noting_floats(data)
             # The ref is the hash of the content's canonical bytes, however they are stored:
             # bytes that are not canonical, or not the single value a reader parses (a
             # repeated key, say), fail here even when they hash to the ref as stored.
-            canonical = canonical_json_of_parsed(content)
+            canonical = canonical_json_of_parsed(content, plain_floats=plain_floats)
         except (ValueError, InvalidPayloadError) as e:
             self._broken[ref] = ("blob altered", f"{ref}: {e}")
             return []

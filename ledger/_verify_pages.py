@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
 from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
 from agentledger.ledger._records import VERIFY_PAGE, RecordedEvent, RunInfo
-from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport
+from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport, starts_from_parent
 from agentledger.ledger._verify_blobs import BlobLookup
 from agentledger.ledger.errors import CorruptEventError
 
@@ -55,9 +57,10 @@ def _run_key(originator_id: Any) -> str | None:
 class PagedVerify:
     """Verifies runs read page by page; the findings gather in `report`.
 
-    `starts` holds each run's first stored event and `ends` its last position, what
-    `forks_past_end` compares; `hashes`, when given, receives every recomputed hash by run and
-    position (what a checkpoint check needs).
+    `starts` holds the first stored event of each run started from a parent run's position and
+    `ends` each run's last position, what `forks_past_end` compares (only those first events are
+    kept, so memory grows with the forks, not with every run); `hashes`, when given, receives
+    every recomputed hash by run and position (what a checkpoint check needs).
     """
 
     def __init__(
@@ -81,32 +84,35 @@ class PagedVerify:
         self._hashes = hashes
         self._seen: set[str] = set()
 
-    def run_pages(self, run_id: str) -> Iterator[Page]:
-        """One run's events, a page at a time, by position range."""
+    def run_rows(self, run_id: str) -> Iterator[list[ScannedEvent]]:
+        """One run's stored events, a page at a time, by position range."""
         uuid, after = UUID(run_id), 0
         while True:
             stored = self._recorder.select_events(uuid, gt=after or None, limit=self._page_size)
             if stored:
-                rows = [(None, s.originator_version, s.topic, s.state) for s in stored]
-                yield decode_page(run_id, rows)
+                yield [(None, s.originator_version, s.topic, s.state) for s in stored]
             if len(stored) < self._page_size:
                 return
             after = stored[-1].originator_version
 
-    def scan_pages(self) -> Iterator[list[tuple[str, Page]]]:
-        """Every run's events in run id then position order, a page at a time, split by run."""
+    def run_pages(self, run_id: str) -> Iterator[Page]:
+        """One run's events, a page at a time, decoded."""
+        for rows in self.run_rows(run_id):
+            yield decode_page(run_id, rows)
+
+    def scan_rows(self) -> Iterator[list[tuple[str, list[ScannedEvent]]]]:
+        """Every run's stored events in run id then position order, a page at a time.
+
+        Each page is split by run, as ``(run id, its rows)``; rows not of a run are left out.
+        """
         after: tuple[Any, int] | None = None
         while True:
             stored = self._recorder.scan_events(after, self._page_size)
-            slices: list[tuple[str, Page]] = []
-            start = 0
-            for end in range(1, len(stored) + 1):
-                if end < len(stored) and stored[end][0] == stored[start][0]:
-                    continue
-                run_id = _run_key(stored[start][0])
+            slices: list[tuple[str, list[ScannedEvent]]] = []
+            for key, rows in groupby(stored, key=itemgetter(0)):
+                run_id = _run_key(key)
                 if run_id is not None:
-                    slices.append((run_id, decode_page(run_id, stored[start:end])))
-                start = end
+                    slices.append((run_id, list(rows)))
             if slices:
                 yield slices
             if len(stored) < self._page_size:
@@ -117,29 +123,31 @@ class PagedVerify:
         """Verify one run (its runs-index row `info`)."""
         verifier = self._verifier(run_id, info)
         self.ends[run_id] = 0
-        for records, unreadable in self.run_pages(run_id):
-            self._note(run_id, records)
-            verifier.feed(records, unreadable)
+        for rows in self.run_rows(run_id):
+            verifier.feed_stored(rows)
+            self._note(run_id, verifier)
             verifier.check_blobs()
         self._finish(verifier, run_id, info)
 
     def every_run(self, infos: Mapping[str, RunInfo]) -> None:
         """Verify every run with events, then every runs-index row (`infos`) without any.
 
-        The blobs a page's runs name are checked together after the page (one lookup per
-        level of references for all of them); a run is finished once a page shows its end.
+        One query reads a page of events however many runs it spans; each run's rows go to its
+        verifier, which decodes and checks them one at a time. The blobs a page's runs name are
+        checked together after the page (one lookup per level of references for all of them);
+        a run is finished once a page shows its end.
         """
         current: tuple[str, RunVerifier] | None = None
-        for slices in self.scan_pages():
+        for slices in self.scan_rows():
             touched: list[RunVerifier] = []
             done: list[tuple[str, RunVerifier]] = []
-            for run_id, (records, unreadable) in slices:
+            for run_id, rows in slices:
                 if current is None or current[0] != run_id:
                     if current is not None:
                         done.append(current)
                     current = (run_id, self._verifier(run_id, infos.get(run_id)))
-                self._note(run_id, records)
-                current[1].feed(records, unreadable)
+                current[1].feed_stored(rows)
+                self._note(run_id, current[1])
                 touched.append(current[1])
             touched[0].check_blobs(touched[1:])
             for run_id, verifier in done:
@@ -172,13 +180,20 @@ class PagedVerify:
         verifier.report.runs_checked = 0
         return verifier
 
-    def _note(self, run_id: str, records: list[RecordedEvent]) -> None:
-        if not records:
+    def has_events(self, run_id: str) -> bool:
+        """Whether any stored event of the run was verified."""
+        return run_id in self._seen
+
+    def _note(self, run_id: str, verifier: RunVerifier) -> None:
+        """Keep the run's last position, and its first event if it is a fork's (`starts`)."""
+        first = verifier.first
+        if first is None:
             return
         if run_id not in self._seen:
             self._seen.add(run_id)
-            self.starts.append(records[0])
-        self.ends[run_id] = records[-1].position
+            if starts_from_parent(first):
+                self.starts.append(first)
+        self.ends[run_id] = verifier.last
 
     def _finish(self, verifier: RunVerifier, run_id: str, info: RunInfo | None) -> None:
         """Add the run's report.
@@ -194,7 +209,7 @@ class PagedVerify:
                     if r.hash in needed and r.position not in unreadable:
                         origins[r.hash] = r.position
             verifier = self._verifier(run_id, info, origins)
-            for records, unreadable in self.run_pages(run_id):
-                verifier.feed(records, unreadable)
+            for rows in self.run_rows(run_id):
+                verifier.feed_stored(rows)
                 verifier.check_blobs()
         self.report.merge(verifier.finish())

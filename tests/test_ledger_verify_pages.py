@@ -31,7 +31,7 @@ from agentledger.ledger import (
     canonical_json,
     verify_run,
 )
-from agentledger.ledger._canonical import canonical_json_of_parsed, loads
+from agentledger.ledger._canonical import canonical_json_of_parsed, loads, loads_noting_floats
 from agentledger.ledger._hashing import EVENT_DOMAIN, blob_ref, envelope_bytes, envelope_hash
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger._verify_blobs import refs_in_canonical
@@ -83,6 +83,59 @@ def test_what_parsing_lets_through_takes_the_full_check(text: str) -> None:
     assert outcome(canonical_json_of_parsed, parsed) == expected
     if "[" * 600 in text:
         assert expected is LimitExceededError
+    noted, plain = loads_noting_floats(text.encode())
+    assert outcome(lambda v: canonical_json_of_parsed(v, plain_floats=plain), noted) == expected
+
+
+@given(
+    json_values,
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+    st.sampled_from(["", " ", "\n\t"]),
+)
+def test_floats_judged_while_parsing_give_the_bytes_of_the_full_check(
+    value: Any, ascii_only: bool, sort: bool, separators: tuple[str, str], around: str
+) -> None:
+    """Parsed noting its floats, a value is as `loads` reads it and has `canonical_json`'s bytes.
+
+    Its output is not searched for floats when the parse found them plain; the text it came
+    from may be in any key order, spacing or escaping, with whitespace around it.
+    """
+
+    def text(ascii_only: bool) -> str:
+        dumped = json.dumps(value, ensure_ascii=ascii_only, sort_keys=sort, separators=separators)
+        return around + dumped + around
+
+    try:
+        data = text(ascii_only).encode()
+    except UnicodeEncodeError:  # a lone surrogate: bytes can hold it only as an escape
+        data = text(True).encode()
+    parsed, plain = loads_noting_floats(data)
+    expected = outcome(canonical_json, loads(data))
+    assert outcome(canonical_json, parsed) == expected
+    assert outcome(lambda v: canonical_json_of_parsed(v, plain_floats=plain), parsed) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ('{"a":[1,"x",true,null]}', True),
+        ('{"cost":0.0123,"ms":12345678.5,"t":-0.5}', True),
+        ('{"n":0.0001}', True),
+        ('{"n":19.0}', False),
+        ('{"n":-0.0}', False),
+        ('{"n":0.00009}', False),
+        ('{"n":1.9e1}', False),
+        ('{"n":1e-7}', False),
+        ('{"n":1e400}', False),
+        ('{"n":10000000000000000}', False),
+        ('{"n":9007199254740991}', True),
+    ],
+)
+def test_the_floats_a_parse_finds_plain(text: str, plain: bool) -> None:
+    """Plain: finite, not integral, from 1e-4 up to 1e16 (ints beyond 2^53 are read as floats)."""
+    assert loads_noting_floats(text.encode()) == (loads(text), plain)
 
 
 REF = "sha256:" + "ab" * 32
