@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,7 +169,7 @@ class _CachingPool(SQLiteConnectionPool):
 
     def _create_connection(self) -> SQLiteConnection:
         if not self.read_only:
-            super()._create_connection()._close()  # it switches the file to WAL mode once
+            self._switch_to_wal()
         fresh = sqlite3.connect(
             database=self.db_name,
             uri=True,
@@ -181,6 +182,27 @@ class _CachingPool(SQLiteConnectionPool):
         if not self.read_only:
             fresh.execute(f"PRAGMA synchronous={self.synchronous}")
         return LedgerSQLiteConnection(sqlite_conn=fresh, max_age=self.max_age)
+
+    def _switch_to_wal(self) -> None:
+        """Switch the file to WAL mode (eventsourcing's connect does), waiting out other openers.
+
+        Changing the journal mode takes an exclusive lock for a moment, and SQLite answers
+        "database is locked" at once, without its busy wait, when another process holds a lock
+        just then (two processes opening a new ledger together): retried for up to the lock
+        timeout, as any other write waits.
+        """
+        deadline = time.monotonic() + (self.lock_timeout or SQLITE_LOCK_TIMEOUT_S)
+        pause = 0.001
+        while True:
+            try:
+                super()._create_connection()._close()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            else:
+                return
 
 
 class _Datastore(SQLiteDatastore):

@@ -55,6 +55,17 @@ def record_in_batches(url: str, barrier: Path, name: str) -> None:
         print(json.dumps({"run_id": run.run_id, "position": run.position}), flush=True)
 
 
+def open_new_at_once(url: str, barrier: Path, name: str) -> None:
+    """Wait for the go flag, then open a ledger file that may not exist yet and record a run."""
+    from agentledger.ledger import Ledger
+
+    (barrier / f"{name}.ready").touch()
+    wait_for(barrier / "go", TIMEOUT_S)
+    with Ledger.open(url) as ledger, ledger.record_run(f"opener-{name}", tags=[name]) as run:
+        run.delta({"opened_by": name})
+    print(json.dumps({"run_id": run.run_id}), flush=True)
+
+
 def record_forever(url: str) -> None:
     """Record two-event batches until killed, printing each committed position."""
     from agentledger.ledger import Ledger
@@ -235,6 +246,38 @@ def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
 
 
 @pytest.mark.slow
+def test_processes_opening_a_new_sqlite_file_together_all_succeed(tmp_path: Path) -> None:
+    """Six processes opening one not-yet-created ledger at once: none is refused as locked.
+
+    Switching a new file to WAL mode takes an exclusive lock for a moment, which SQLite refuses
+    at once (no busy wait) while another opener holds one; each open waits its turn instead.
+    """
+    from agentledger.ledger import Ledger
+
+    for attempt in range(3):
+        url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
+        barrier = tmp_path / f"barrier-{attempt}"
+        barrier.mkdir()
+        names = [f"p{n}" for n in range(6)]
+        workers = [spawn("open-new", url, str(barrier), name) for name in names]
+        try:
+            for name in names:
+                wait_for(barrier / f"{name}.ready", TIMEOUT_S)
+            (barrier / "go").touch()
+            outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
+        for worker, (_, err) in zip(workers, outputs, strict=True):
+            assert worker.returncode == 0, err
+        with Ledger.open(url) as ledger:
+            assert sorted(tag for info in ledger.runs() for tag in info.tags) == names
+            assert ledger.verify().ok
+
+
+@pytest.mark.slow
 def test_an_async_writer_killed_mid_run_keeps_every_flushed_event(sqlite_url: str) -> None:
     """SIGKILL during write-behind recording: what `aflush` confirmed is there, and it verifies.
 
@@ -307,6 +350,8 @@ if __name__ == "__main__":
     mode, *arguments = sys.argv[1:]
     if mode == "record":
         record_in_batches(arguments[0], Path(arguments[1]), arguments[2])
+    elif mode == "open-new":
+        open_new_at_once(arguments[0], Path(arguments[1]), arguments[2])
     elif mode == "forever":
         record_forever(arguments[0])
     elif mode == "forever-async":
