@@ -4,7 +4,7 @@ The run is recorded with the library API (``Ledger.record_function``: the functi
 ``run.model_call``, ``run.tool`` and ``run.delta``), four events a turn, a conversation of eight
 turns per task (each call re-sends its task's history, stored once as message nodes). Each phase
 runs in a fresh process on the same SQLite file: the figure is the process's peak RSS above its
-RSS right after its imports (``resource.getrusage`` ``ru_maxrss``), so what the phase holds of
+RSS right after its imports (``VmHWM`` and ``VmRSS`` of /proc/self/status), so what it holds of
 the run is what shows. Target: <= 40 MB above post-import RSS for each phase, at any run length.
 ``--quick`` records 10k events. ``python -m bench --only memory``. Measured before the bounded
 recorder, paged export and paged replay (same 100k run): record 130 MB, replay 234 MB, export
@@ -55,7 +55,18 @@ def workload(run: Any, turns: int) -> int:
     return turns
 
 
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmHWM") -> float:
+    """This process's peak RSS (``VmHWM``) or current RSS (``VmRSS``), in MB.
+
+    Read from /proc where there is one: ``ru_maxrss`` keeps the high-water mark of the process
+    image before ``exec``, so a phase started from a large parent (the full ``python -m bench``
+    run) reported its parent's peak as its own and measured 0 MB above it.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text(encoding="ascii").splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024.0
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -66,7 +77,7 @@ def phase(name: str, db: str, turns: int) -> dict[str, Any]:
     from agentledger.ledger import Ledger
     from agentledger.replay import replay_run
 
-    base = _rss_mb()  # after the imports, before the ledger is opened
+    base = _rss_mb("VmRSS")  # after the imports, before the ledger is opened
     with Ledger.open(f"sqlite:///{db}") as ledger:
         if name == "record":
             _, run_id = ledger.record_function(workload, turns, agent="memory-bench")
