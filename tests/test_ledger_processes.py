@@ -12,7 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,6 +136,40 @@ def spawn(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@contextmanager
+def kill_after_flushes(mode: str, url: str) -> Iterator[tuple[Any, list[Any]]]:
+    """SIGKILL a worker once it has flushed past position 101; yield (ledger, run's events).
+
+    Checks first that every position the worker reported as flushed is there, in order.
+    """
+    from agentledger.ledger import Ledger
+
+    worker = spawn(mode, url)
+    try:
+        assert worker.stdout is not None
+        last: dict[str, object] = {}
+        for line in worker.stdout:
+            last = json.loads(line)
+            if int(str(last["position"])) >= 101:
+                break
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=TIMEOUT_S)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+        if worker.stderr is not None:
+            worker.stderr.close()
+    assert worker.returncode == -signal.SIGKILL
+    with Ledger.open(url) as ledger:
+        records = ledger.events(str(last["run_id"]))
+        assert len(records) >= int(str(last["position"]))
+        assert [r.position for r in records] == list(range(1, len(records) + 1))
+        yield ledger, records
 
 
 @pytest.mark.slow
@@ -284,31 +321,7 @@ def test_an_async_writer_killed_mid_run_keeps_every_flushed_event(sqlite_url: st
     Events recorded after the last confirmed flush may or may not have been committed; the
     chain is whole either way.
     """
-    from agentledger.ledger import Ledger
-
-    worker = spawn("forever-async", sqlite_url)
-    try:
-        assert worker.stdout is not None
-        last: dict[str, object] = {}
-        for line in worker.stdout:
-            last = json.loads(line)
-            if int(str(last["position"])) >= 101:
-                break
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=TIMEOUT_S)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        if worker.stdout is not None:
-            worker.stdout.close()
-        if worker.stderr is not None:
-            worker.stderr.close()
-    assert worker.returncode == -signal.SIGKILL
-    with Ledger.open(sqlite_url) as ledger:
-        records = ledger.events(str(last["run_id"]))
-        assert len(records) >= int(str(last["position"]))
-        assert [r.position for r in records] == list(range(1, len(records) + 1))
+    with kill_after_flushes("forever-async", sqlite_url) as (ledger, _records):
         assert ledger.verify().ok
 
 
@@ -317,31 +330,7 @@ def test_a_writer_of_instrumented_calls_killed_mid_run_keeps_every_flushed_call(
     sqlite_url: str,
 ) -> None:
     """SIGKILL between write-behind sync calls: every call `run.flush()` confirmed is there."""
-    from agentledger.ledger import Ledger
-
-    worker = spawn("forever-instrumented", sqlite_url)
-    try:
-        assert worker.stdout is not None
-        last: dict[str, object] = {}
-        for line in worker.stdout:
-            last = json.loads(line)
-            if int(str(last["position"])) >= 101:
-                break
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=TIMEOUT_S)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        if worker.stdout is not None:
-            worker.stdout.close()
-        if worker.stderr is not None:
-            worker.stderr.close()
-    assert worker.returncode == -signal.SIGKILL
-    with Ledger.open(sqlite_url) as ledger:
-        records = ledger.events(str(last["run_id"]))
-        assert len(records) >= int(str(last["position"]))
-        assert [r.position for r in records] == list(range(1, len(records) + 1))
+    with kill_after_flushes("forever-instrumented", sqlite_url) as (ledger, records):
         assert all(r.kind == "ModelCalled" for r in records[1:])
         assert ledger.verify().ok
 
