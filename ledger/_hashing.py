@@ -128,7 +128,7 @@ def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
         and type(event_id) is str
         and _PLAIN.fullmatch(f"{run_id}{kind}{prev}{timestamp}{event_id}") is not None
     ):
-        data = envelope_bytes(
+        digest = hash_envelope_with_payload_bytes(
             run_id=run_id,
             position=position,
             kind=kind,
@@ -138,7 +138,6 @@ def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
             prev=prev,
             payload_jcs=payload_jcs,
         )
-        digest = hashlib.sha256(EVENT_DOMAIN + data).hexdigest()
         return digest, payload_jcs
     envelope = {
         "run_id": run_id,

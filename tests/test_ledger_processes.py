@@ -138,21 +138,15 @@ def spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-@contextmanager
-def kill_after_flushes(mode: str, url: str) -> Iterator[tuple[Any, list[Any]]]:
-    """SIGKILL a worker once it has flushed past position 101; yield (ledger, run's events).
-
-    Checks first that every position the worker reported as flushed is there, in order.
-    """
-    from agentledger.ledger import Ledger
-
+def kill_at(mode: str, url: str, position: int) -> dict[str, object]:
+    """Start a worker, SIGKILL it once it reports ``position``; its last report."""
     worker = spawn(mode, url)
     try:
         assert worker.stdout is not None
         last: dict[str, object] = {}
         for line in worker.stdout:
             last = json.loads(line)
-            if int(str(last["position"])) >= 101:
+            if int(str(last["position"])) >= position:
                 break
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=TIMEOUT_S)
@@ -165,6 +159,18 @@ def kill_after_flushes(mode: str, url: str) -> Iterator[tuple[Any, list[Any]]]:
         if worker.stderr is not None:
             worker.stderr.close()
     assert worker.returncode == -signal.SIGKILL
+    return last
+
+
+@contextmanager
+def kill_after_flushes(mode: str, url: str) -> Iterator[tuple[Any, list[Any]]]:
+    """SIGKILL a worker once it has flushed past position 101; yield (ledger, run's events).
+
+    Checks first that every position the worker reported as flushed is there, in order.
+    """
+    from agentledger.ledger import Ledger
+
+    last = kill_at(mode, url, 101)
     with Ledger.open(url) as ledger:
         records = ledger.events(str(last["run_id"]))
         assert len(records) >= int(str(last["position"]))
@@ -237,25 +243,7 @@ def test_a_writer_killed_mid_run_leaves_a_ledger_that_verifies(
     from agentledger.cli import main
     from agentledger.ledger import Ledger, RunRecorder
 
-    worker = spawn("forever", sqlite_url)
-    try:
-        assert worker.stdout is not None
-        last: dict[str, object] = {}
-        for line in worker.stdout:
-            last = json.loads(line)
-            if int(str(last["position"])) >= 61:
-                break
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=TIMEOUT_S)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-        if worker.stdout is not None:
-            worker.stdout.close()
-        if worker.stderr is not None:
-            worker.stderr.close()
-    assert worker.returncode == -signal.SIGKILL
+    last = kill_at("forever", sqlite_url, 61)
     run_id = str(last["run_id"])
 
     with Ledger.open(sqlite_url) as ledger:
