@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,31 @@ def spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def start_together(mode: str, url: str, barrier: Path, names: Sequence[str]) -> list[str]:
+    """Start one worker per name, let them all go at once; their outputs (each must succeed)."""
+    barrier.mkdir()
+    workers = [spawn(mode, url, str(barrier), name) for name in names]
+    try:
+        for name in names:
+            try:
+                wait_for(barrier / f"{name}.ready", TIMEOUT_S)
+            except TimeoutError:
+                for worker in workers:
+                    worker.kill()
+                said = [worker.communicate()[1] for worker in workers]
+                raise AssertionError(f"a worker never got ready; they said: {said}") from None
+        (barrier / "go").touch()
+        outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+    return [out for out, _ in outputs]
+
+
 def kill_at(mode: str, url: str, position: int) -> dict[str, object]:
     """Start a worker, SIGKILL it once it reports ``position``; its last report."""
     worker = spawn(mode, url)
@@ -186,29 +211,9 @@ def test_two_processes_record_into_one_sqlite_file_at_once(
     from agentledger.cli import main
     from agentledger.ledger import Ledger
 
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
     names = ("alpha", "beta")
-    workers = [spawn("record", sqlite_url, str(barrier), name) for name in names]
-    try:
-        for name in names:
-            try:
-                wait_for(barrier / f"{name}.ready", TIMEOUT_S)
-            except TimeoutError:
-                for worker in workers:
-                    worker.kill()
-                said = [worker.communicate()[1] for worker in workers]
-                raise AssertionError(f"a worker never got ready; they said: {said}") from None
-        (barrier / "go").touch()
-        outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-    for worker, (_, err) in zip(workers, outputs, strict=True):
-        assert worker.returncode == 0, err
-    results = [json.loads(out) for out, _ in outputs]
+    outputs = start_together("record", sqlite_url, tmp_path / "barrier", names)
+    results = [json.loads(out) for out in outputs]
     expected = 1 + BATCHES * PER_BATCH + 1
     assert [r["position"] for r in results] == [expected, expected]
 
@@ -282,21 +287,8 @@ def test_processes_opening_a_new_sqlite_file_together_all_succeed(tmp_path: Path
     for attempt in range(3):
         url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
         barrier = tmp_path / f"barrier-{attempt}"
-        barrier.mkdir()
         names = [f"p{n}" for n in range(6)]
-        workers = [spawn("open-new", url, str(barrier), name) for name in names]
-        try:
-            for name in names:
-                wait_for(barrier / f"{name}.ready", TIMEOUT_S)
-            (barrier / "go").touch()
-            outputs = [worker.communicate(timeout=TIMEOUT_S) for worker in workers]
-        finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.kill()
-                    worker.wait()
-        for worker, (_, err) in zip(workers, outputs, strict=True):
-            assert worker.returncode == 0, err
+        start_together("open-new", url, barrier, names)
         with Ledger.open(url) as ledger:
             assert sorted(tag for info in ledger.runs() for tag in info.tags) == names
             assert ledger.verify().ok
