@@ -27,13 +27,22 @@ TIMEOUT_S = 60
 CALL_DELAY_S = 0.004
 
 
-def record_until_killed(url: str) -> None:
-    """Record the demo scenario in a loop; say READY once the ledger is open."""
+def record_until_killed(url: str, at_call: int = 0) -> None:
+    """Record the demo scenario in a loop; say READY once the ledger is open.
+
+    ``at_call`` > 0: the process SIGKILLs itself just before its ``at_call``-th model or tool
+    call (counted over all runs), instead of waiting for the test's kill.
+    """
     from agentledger.agents import RunHooks, run_agent
     from agentledger.agents.testing import load_scenario
     from agentledger.ledger import Ledger
 
+    calls = [0]
+
     def pause(_info: Any) -> None:
+        calls[0] += 1
+        if calls[0] == at_call:
+            os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(CALL_DELAY_S)
 
     hooks = RunHooks(on_model_call=pause, on_tool_call=pause)
@@ -76,19 +85,22 @@ def _any_request() -> Any:
     return ModelRequest(model="", messages=[Message.user("?")])
 
 
-def kill_after(url: str, delay_s: float) -> None:
-    """Start a recorder, let it run ``delay_s`` seconds, then SIGKILL it."""
+def kill_after(url: str, delay_s: float, at_call: int = 0) -> None:
+    """Start a recorder, let it run ``delay_s`` seconds, then SIGKILL it.
+
+    With ``at_call`` the recorder kills itself before that model or tool call instead.
+    """
     with subprocess.Popen(
-        [sys.executable, str(WORKER), "record", url],
+        [sys.executable, str(WORKER), "record", url, str(at_call)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     ) as worker:
         assert worker.stdout is not None
         line = worker.stdout.readline()
-        if line.strip() == "READY":
+        if line.strip() == "READY" and not at_call:
             time.sleep(delay_s)
-        os.kill(worker.pid, signal.SIGKILL)
+            os.kill(worker.pid, signal.SIGKILL)
         _, errors = worker.communicate(timeout=TIMEOUT_S)
     assert line.strip() == "READY", errors
     assert worker.returncode == -signal.SIGKILL
@@ -105,8 +117,10 @@ def test_runs_killed_at_many_points_resume_complete_verify_and_replay(tmp_path: 
     expected_answer = load_scenario().models["synthesizer"].complete(_any_request()).message.content
     resumed: list[tuple[float, int]] = []
     for trial in range(TRIALS):
+        # Even trials: a kill at a moment (it may land inside a commit); odd ones: the recorder
+        # kills itself before its n-th call, n = 1..10, which spans every step of a run.
         delay = 0.02 + 0.4 * ((trial * 7) % TRIALS) / TRIALS
-        kill_after(url, delay)
+        kill_after(url, delay, at_call=0 if trial % 2 == 0 else 1 + trial // 2)
         with Ledger.open(url) as ledger:
             for info in ledger.runs(status="running"):
                 cut = len(ledger.events(info.run_id))
@@ -124,11 +138,11 @@ def test_runs_killed_at_many_points_resume_complete_verify_and_replay(tmp_path: 
     cuts = {cut for _, cut in resumed}
     assert len(resumed) >= TRIALS // 2, f"too few kills landed mid-run: {resumed}"
     # A run can only be cut where a transaction ends: the demo run commits after positions 1, 2,
-    # 3, 7, 13, 19, 25, 28 and 29, and the four step boundaries (7..25) hold nearly all of its
-    # time (the model and tool calls sleep), so four distinct cuts is what 20 kills reliably give.
+    # 3, 7, 13, 19, 25, 28 and 29. The self-kills before calls 1..10 (eight calls a run) land
+    # before each of its steps, so they alone give four distinct cuts or more.
     assert len(cuts) >= 4, f"kills landed at too few distinct positions: {sorted(cuts)}"
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["record"]:
-        record_until_killed(sys.argv[2])
+        record_until_killed(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
