@@ -86,6 +86,8 @@ SECRET_FIELDS: Mapping[str, Kind] = {
 
 _MAX_PASSES = 4
 _FIELDS_KEPT = 4096
+_UNKNOWN: Any = object()
+"""`Redactor.clean`'s marker for a key it has not seen yet."""
 """How many object keys a `Redactor` remembers the secret-field kind of."""
 _MARKER = "[redacted]"  # what the SDK instrumentations put in a secret header: already redacted
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -230,6 +232,8 @@ class Redactor:
         self.cache_size = cache_size
         self._cache: dict[tuple[str, str | None], str] = {}
         self._fields: dict[str, Kind | None] = {}
+        self._plain: set[str] = set()  # strings found clean outside secret fields
+        self._keys: dict[str, Kind | None] = {}  # keys found clean, and the kind they make
 
     def text(self, text: str, *, path: str = "") -> tuple[str, list[Finding]]:
         """As ``redact_text`` with this redactor's policy and salt."""
@@ -241,37 +245,33 @@ class Redactor:
         findings: list[Finding] = []
         return _walk(value, path, self, findings, None), findings
 
-    def clean(self, value: Any) -> bool:  # noqa: PLR0911, PLR0912 - one flat walk, for speed
+    def clean(self, value: Any) -> bool:  # noqa: PLR0912 - one flat walk, for speed
         """Whether ``json(value)`` would give ``value`` back unchanged and find nothing.
 
         A quick pass that builds no paths and no copy: True when no string or key of ``value``
         redacts to anything but itself and none holds a placeholder (a ``[`` alone, as in JSON
         or Markdown text, is no placeholder). False for anything else, a value that is not JSON
-        included (`json` then names it).
+        included (`json` then names it). Keys and strings found plain are remembered (as many
+        as the cache holds), so a value seen again costs a set lookup per string.
         """
-        redact, cache, field_of = self.redact, self._cache, self._field
-        marked = placeholder_pattern().search
+        plain, keys, text_clean = self._plain, self._keys, self._text_clean
         stack: list[tuple[Any, Kind | None]] = [(value, None)]
         while stack:
             item, whole = stack.pop()
             kind = type(item)
             if kind is str:
-                if ("[" in item and marked(item)) or (
-                    cache.get((item, whole)) or redact(item, whole)
-                ) != item:
+                if not ((whole is None and item in plain) or text_clean(item, whole)):
                     return False
             elif kind is dict:
                 for key, child in item.items():
-                    if type(key) is not str or ("[" in key and marked(key)):
-                        return False
-                    if (cache.get((key, None)) or redact(key)) != key:
-                        return False
-                    field = field_of(key)
+                    field = keys.get(key, _UNKNOWN)
+                    if field is _UNKNOWN:
+                        if type(key) is not str or not self._key_clean(key):
+                            return False
+                        field = self._field(key)
                     inner = type(child)
                     if inner is str:  # checked here: most values are strings and numbers
-                        if ("[" in child and marked(child)) or (
-                            cache.get((child, field)) or redact(child, field)
-                        ) != child:
+                        if not ((field is None and child in plain) or text_clean(child, field)):
                             return False
                     elif not (child is None or inner is bool or inner is int or inner is float):
                         stack.append((child, field))
@@ -279,14 +279,37 @@ class Redactor:
                 for child in item:
                     inner = type(child)
                     if inner is str:
-                        if ("[" in child and marked(child)) or (
-                            cache.get((child, whole)) or redact(child, whole)
-                        ) != child:
+                        if not ((whole is None and child in plain) or text_clean(child, whole)):
                             return False
                     elif not (child is None or inner is bool or inner is int or inner is float):
                         stack.append((child, whole))
             elif not (item is None or kind is bool or kind is int or kind is float):
                 return False
+        return True
+
+    def _text_clean(self, text: str, whole: Kind | None) -> bool:
+        """Whether ``text`` holds no placeholder and redacts to itself (remembered if so)."""
+        if "[" in text and placeholder_pattern().search(text):
+            return False
+        if (self._cache.get((text, whole)) or self.redact(text, whole)) != text:
+            return False
+        if whole is None and self.cache_size > 0:
+            plain = self._plain
+            if len(plain) >= self.cache_size:
+                plain.clear()  # simple and thread-safe: the next values refill it
+            plain.add(text)
+        return True
+
+    def _key_clean(self, key: str) -> bool:
+        """Whether object key ``key`` holds no placeholder and redacts to itself (remembered)."""
+        if "[" in key and placeholder_pattern().search(key):
+            return False
+        if (self._cache.get((key, None)) or self.redact(key)) != key:
+            return False
+        keys = self._keys
+        if len(keys) >= _FIELDS_KEPT:
+            keys.clear()
+        keys[key] = self._field(key)
         return True
 
     def _field(self, key: str) -> Kind | None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from agentledger.agents.models._instrument_support import (
+    _SECRET_TEXT,
     REDACTED,
     Scrubber,
+    _may_hold_key,
     distribute,
     first_token_ms,
     to_json,
@@ -62,6 +66,33 @@ def test_secrets_are_scrubbed_wherever_they_are() -> None:
     }
     assert out["note"] == f"key={REDACTED}; Bearer {REDACTED}; other {REDACTED}"
     assert out["max_tokens"] == 12
+
+
+_KEY_TEXT = st.lists(
+    st.sampled_from(
+        ["Bearer ", "BEARER\t", "sk-", "SK-", "\u017fk-", "x", "0123456789", " ", "\u212a"]
+    ),
+    max_size=8,
+).map("".join)
+
+
+@given(_KEY_TEXT)
+def test_the_quick_key_test_never_skips_text_the_pattern_matches(text: str) -> None:
+    """Text the quick test passes over holds nothing the key-shaped pattern would scrub."""
+    if not _may_hold_key(text):
+        assert _SECRET_TEXT.search(text) is None
+
+
+@given(st.lists(_KEY_TEXT, min_size=1, max_size=6))
+def test_a_scrubber_that_remembers_plain_text_scrubs_as_a_new_one(texts: list[str]) -> None:
+    """Strings remembered as free of secrets are still scrubbed under a credential's name."""
+    scrub = Scrubber([SECRET])
+    for text in texts * 2:
+        assert scrub.text(text) == Scrubber([SECRET]).text(text)
+        assert to_json({"api_key": text, "note": text}, scrub, _omitted) == {
+            "api_key": REDACTED,
+            "note": Scrubber([SECRET]).text(text),
+        }
 
 
 def test_distribute_cuts_text_to_the_recorded_sizes_across_segments() -> None:

@@ -292,3 +292,21 @@ def test_plain_conversations_are_clean_and_secrets_are_not() -> None:
     assert not redactor.clean({**plain, "content": "mail jane.doe@example.org"})
     assert not redactor.clean({"headers": {"Api-Key": "short"}})
     assert not redactor.clean({"text": b"bytes"})
+
+
+@given(st.lists(json_values, min_size=1, max_size=6), st.sampled_from(["api_key", "password"]))
+def test_a_redactor_that_remembers_answers_as_one_that_does_not(
+    values: list[Any], secret_key: str
+) -> None:
+    """Strings and keys remembered as plain never make a later value look clean wrongly.
+
+    Each value is checked as it is and again under a secret key (where any non-empty string is a
+    secret whole), by a redactor that remembers what it found plain and by one that remembers
+    nothing; the answers agree, and agree with the full walk.
+    """
+    remembering, forgetful = Redactor(), Redactor(cache_size=0)
+    for value in values:
+        for checked in (value, {secret_key: value}, {"note": [value, secret_key]}):
+            expected = forgetful.json(checked) == (checked, [])
+            assert forgetful.clean(checked) == expected
+            assert remembering.clean(checked) == expected

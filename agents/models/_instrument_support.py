@@ -15,6 +15,7 @@ Must not import a vendor SDK, and must never let a secret into a record.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import re
@@ -58,6 +59,8 @@ _SECRET_TEXT = re.compile(
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _MAX_DEPTH = 64
 _MAX_REPR = 1000
+_PLAIN_KEPT = 4096
+"""How many strings found free of secrets a `Scrubber` remembers."""
 
 
 def _redact_match(match: re.Match[str]) -> str:
@@ -66,20 +69,52 @@ def _redact_match(match: re.Match[str]) -> str:
 
 
 class Scrubber:
-    """Removes secrets from text: the client's own keys, and anything shaped like a key."""
+    """Removes secrets from text: the client's own keys, and anything shaped like a key.
+
+    Remembers the last strings it found nothing in (a conversation re-sends its history with
+    every call), so a string seen again costs one set lookup.
+    """
 
     def __init__(self, secrets: Iterable[object] = ()) -> None:
         found = {s for s in secrets if isinstance(s, str) and len(s) >= 6}
         self._secrets = tuple(sorted(found, key=len, reverse=True))
+        self._plain: set[str] = set()
 
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by ``[redacted]``."""
+        plain = self._plain
+        if text in plain:
+            return text
+        original = text
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
-        if len(text) >= 11:
+        if len(text) >= 11 and _may_hold_key(text):
             text = _SECRET_TEXT.sub(_redact_match, text)
+        if text == original:
+            if len(plain) >= _PLAIN_KEPT:
+                plain.clear()  # simple and thread-safe: the next calls refill it
+            plain.add(text)
         return text
+
+
+def _may_hold_key(text: str) -> bool:
+    """False only when `_SECRET_TEXT` cannot match ``text`` (a quick test before the regex).
+
+    Its literals are ``bearer`` and ``sk-`` in any case; outside ASCII, case-insensitive
+    matching also takes characters whose lower case is not ASCII (the long s, the Kelvin
+    sign), so such text always takes the regex.
+    """
+    if not text.isascii():
+        return True
+    lower = text.lower()
+    return "sk-" in lower or "bearer" in lower
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_name(name: str) -> bool:
+    """Whether mapping key ``name`` names a credential (`_SECRET_NAME`), remembered per key."""
+    return _SECRET_NAME.search(name) is not None
 
 
 def to_json(  # noqa: PLR0911, PLR0912 - one case per kind of value reads best as one flat dispatch
@@ -93,9 +128,14 @@ def to_json(  # noqa: PLR0911, PLR0912 - one case per kind of value reads best a
     under a key that names a credential (``Authorization``, ``api_key``, ``x-api-key``...) is
     replaced whole.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return scrub.text(value)
-    if value is None or isinstance(value, bool | int):
+    if value is None or kind is bool or kind is int:
+        return value
+    if isinstance(value, str):
+        return scrub.text(str(value))
+    if isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
@@ -107,7 +147,7 @@ def to_json(  # noqa: PLR0911, PLR0912 - one case per kind of value reads best a
             if omitted(item):
                 continue
             name = str(key)
-            if isinstance(item, str) and _SECRET_NAME.search(name):
+            if isinstance(item, str) and _secret_name(name):
                 out[name] = REDACTED
             else:
                 out[name] = to_json(item, scrub, omitted, depth + 1)
