@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import threading
 import uuid
 from typing import Protocol
 
@@ -69,12 +70,38 @@ class SystemClock:
         )
 
 
+class _Entropy(threading.local):
+    """Per thread: random bytes from the OS, fetched `_ENTROPY_BYTES` at a time."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.used = 0
+        self.generation = -1
+
+
+_ENTROPY_BYTES = 4096
+"""256 ids per read of the OS's random source: a read releases the GIL, and a thread that
+records events must not wait to get it back once an event."""
+_FORKS = [0]
+"""Bumped in a forked child, whose copy of a buffer its parent goes on using: refilled there."""
+os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
+
 class RandomIds:
     """Random ids from the OS (the only caller of `uuid.uuid4` in the project)."""
 
+    def __init__(self) -> None:
+        self._entropy = _Entropy()
+
     def new_id(self) -> str:
         """Return a random 32-hex-digit id."""
-        return os.urandom(16).hex()
+        entropy = self._entropy
+        if entropy.used + 16 > len(entropy.buffer) or entropy.generation != _FORKS[0]:
+            entropy.buffer, entropy.used = os.urandom(_ENTROPY_BYTES), 0
+            entropy.generation = _FORKS[0]
+        start = entropy.used
+        entropy.used = start + 16
+        return entropy.buffer[start : start + 16].hex()
 
     def new_run_id(self) -> str:
         """Return a random run id."""
