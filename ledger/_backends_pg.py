@@ -377,14 +377,19 @@ class PostgresRecorder(PostgresApplicationRecorder):
         """The stored blobs among `refs` and their ancestors by the parent column, one query.
 
         As `SQLiteRecorder.get_chains`: a recursive query along the parent column, which stops
-        at a root, a NULL and a parent not stored (UNION keeps each ref once).
+        at a root, a NULL and a parent not stored (UNION keeps each row once). Each step looks
+        its parent up by primary key (LATERAL): joined, the planner may scan the whole table
+        per step, misled by the few rows it expects of the recursion.
         """
         query = SQL(
-            "WITH RECURSIVE chain(ref) AS (SELECT unnest(%s::text[]) "
-            "UNION SELECT 'sha256:' || encode(b.parent, 'hex') FROM chain "
-            "JOIN {blobs} b ON b.ref = chain.ref WHERE length(b.parent) = 32) "
-            "SELECT b.ref, b.size, b.encoding, b.data, b.parent FROM chain "
-            "JOIN {blobs} b ON b.ref = chain.ref"
+            "WITH RECURSIVE chain(ref, size, encoding, data, parent) AS ("
+            "SELECT b.* FROM unnest(%s::text[]) AS head(ref) CROSS JOIN LATERAL "
+            "(SELECT ref, size, encoding, data, parent FROM {blobs} WHERE ref = head.ref) b "
+            "UNION SELECT b.* FROM chain CROSS JOIN LATERAL "
+            "(SELECT ref, size, encoding, data, parent FROM {blobs} "
+            "WHERE ref = 'sha256:' || encode(chain.parent, 'hex')) b "
+            "WHERE length(chain.parent) = 32) "
+            "SELECT ref, size, encoding, data, parent FROM chain"
         ).format(blobs=self._blobs)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(query, (list(refs),), prepare=True)
