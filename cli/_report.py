@@ -165,7 +165,7 @@ def _resolve(
 def read_ahead(ledger: Ledger, records: Sequence[RecordedEvent]) -> dict[str, Any]:
     """Every blob the events refer to, conversation nodes included, in a few batched queries.
 
-    The conversation chains are read breadth-first (`Ledger.message_nodes`), not node by
+    The conversation chains are read in one query (`Ledger.message_nodes`), not node by
     node. When something cannot be read in a batch the result leaves it out, and it is read
     alone later (and shown as unreadable there, as verify reports it).
     """

@@ -31,6 +31,7 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
 )
 
+from agentledger.ledger._chain import ref_of_column
 from agentledger.ledger._records import (
     BlobRow,
     RecordedEvent,
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 EVENTS_TABLE = "agentledger_events"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The PostgreSQL schema's version: bump it whenever the DDL below changes (an open of an older
 schema then runs the DDL again, under an advisory lock)."""
 RUN_TAGS_BY_RUN_DDL = "CREATE INDEX IF NOT EXISTS agentledger_run_tags_run ON {tags} (run_id)"
@@ -132,6 +133,15 @@ class LedgerRecorder(Protocol):
 
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
         """Return the stored blobs among `refs`."""
+        ...
+
+    def get_chains(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """The stored blobs among `refs`, and their ancestors by the parent column (`_chain`).
+
+        One query whatever the chains' length. Only a hint of what a chain holds: a row whose
+        column is NULL (written before the column) ends the walk there, and the caller follows
+        each node's content, reading on where it names a parent not returned.
+        """
         ...
 
     def get_run(self, run_id: str) -> RunInfo | None:
@@ -338,6 +348,27 @@ LOG_TABLES_SQLITE = [
 with the ledger's: here, so that opening a ledger does not import the log's code."""
 
 
+_SQLITE_CHAINS = (
+    "WITH RECURSIVE chain(ref) AS (SELECT value FROM json_each(?) "
+    "UNION SELECT 'sha256:' || lower(hex(b.parent)) FROM chain "
+    "JOIN agentledger_blobs b ON b.ref = chain.ref WHERE length(b.parent) = 32) "
+    "SELECT b.ref, b.size, b.encoding, b.data, b.parent FROM chain "
+    "JOIN agentledger_blobs b ON b.ref = chain.ref"
+)
+"""Every blob of the chains from the JSON array of refs given (see `SQLiteRecorder.get_chains`)."""
+
+
+def _blob_row(row: Any) -> BlobRow:
+    parent = row["parent"]
+    return BlobRow(
+        row["ref"],
+        row["size"],
+        row["encoding"],
+        bytes(row["data"]),
+        None if parent is None else bytes(parent),
+    )
+
+
 class LedgerSQLiteConnection(SQLiteConnection):
     """eventsourcing's pooled SQLite connection, with its sqlite3 connection reachable."""
 
@@ -352,6 +383,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = EVENTS_TABLE):
         super().__init__(datastore, events_table_name)
         self._totals_kept: bool | None = None
+        self._parents_kept: bool | None = None
 
     def construct_create_table_statements(self) -> list[str]:
         """Events, blobs, runs index, tags, and the append-only triggers."""
@@ -359,7 +391,8 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         statements += [
             (
                 "CREATE TABLE IF NOT EXISTS agentledger_blobs (ref TEXT PRIMARY KEY, "
-                "size INTEGER NOT NULL, encoding TEXT NOT NULL, data BLOB NOT NULL) WITHOUT ROWID"
+                "size INTEGER NOT NULL, encoding TEXT NOT NULL, data BLOB NOT NULL, "
+                "parent BLOB) WITHOUT ROWID"
             ),
             (
                 "CREATE TABLE IF NOT EXISTS agentledger_runs (run_id TEXT PRIMARY KEY, "
@@ -386,9 +419,38 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
         return statements
 
     def create_table(self) -> None:
-        """Create the tables, and add the usage totals to an older runs index (`migrate_totals`)."""
+        """Create the tables, and migrate an older file (`migrate_totals`, `migrate_parents`)."""
         super().create_table()
         self.migrate_totals()
+        self.migrate_parents()
+
+    def migrate_parents(self) -> None:
+        """Give a blobs table from before the parent column (see `_chain`) that column.
+
+        Its rows keep NULL (unknown: readers follow their content). No DDL when the column is
+        there; two processes migrating at once both find it missing, and the second's ALTER
+        TABLE, refused as a duplicate column, is the first's.
+        """
+        if self._keeps_parents():
+            return
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA table_info(agentledger_blobs)")
+            if "parent" not in {row["name"] for row in c.fetchall()}:
+                try:
+                    c.execute("ALTER TABLE agentledger_blobs ADD COLUMN parent BLOB")
+                except (OperationalError, sqlite3.OperationalError) as e:
+                    if "duplicate column" not in str(e):
+                        raise
+        self._parents_kept = True
+
+    def _keeps_parents(self) -> bool:
+        """Whether the blobs table has the parent column (a read-only older file has not)."""
+        if self._parents_kept is None:
+            with self.datastore.transaction(commit=False) as c:
+                c.execute("PRAGMA table_info(agentledger_blobs)")
+                names = {row["name"] for row in c.fetchall()}
+            self._parents_kept = "parent" in names or not names
+        return self._parents_kept
 
     def migrate_totals(self) -> None:
         """Give a runs index from before the usage totals their columns, filled from the events.
@@ -476,9 +538,9 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         if blobs:
             c.executemany(
-                "INSERT OR IGNORE INTO agentledger_blobs (ref, size, encoding, data) "
-                "VALUES (?, ?, ?, ?)",
-                [(b.ref, b.size, b.encoding, b.data) for b in blobs],
+                "INSERT OR IGNORE INTO agentledger_blobs (ref, size, encoding, data, parent) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(b.ref, b.size, b.encoding, b.data, b.parent) for b in blobs],
             )
         c.executemany(
             self.insert_events_statement,
@@ -517,19 +579,32 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def get_blobs(self, refs: Sequence[str]) -> dict[str, BlobRow]:
         """Return the stored blobs among `refs`."""
         found: dict[str, BlobRow] = {}
+        parent = "parent" if self._keeps_parents() else "NULL AS parent"
         with self.datastore.transaction(commit=False) as c:
             for start in range(0, len(refs), 500):
                 chunk = list(refs[start : start + 500])
                 c.execute(
-                    "SELECT ref, size, encoding, data FROM agentledger_blobs WHERE ref IN "
-                    f"({','.join('?' * len(chunk))})",
+                    f"SELECT ref, size, encoding, data, {parent} FROM agentledger_blobs "
+                    f"WHERE ref IN ({','.join('?' * len(chunk))})",
                     chunk,
                 )
                 for row in c.fetchall():
-                    found[row["ref"]] = BlobRow(
-                        row["ref"], row["size"], row["encoding"], bytes(row["data"])
-                    )
+                    found[row["ref"]] = _blob_row(row)
         return found
+
+    def get_chains(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """The stored blobs among `refs` and their ancestors by the parent column, one query.
+
+        A recursive query from `refs` along each row's parent column (see `_chain`): it stops
+        at a root, at a NULL (a row from before the column) and at a parent that is not
+        stored; UNION keeps each ref once, so a column that loops ends too. A file from before
+        the column, opened read-only, gives only the blobs at `refs`.
+        """
+        if not self._keeps_parents():
+            return self.get_blobs(refs)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(_SQLITE_CHAINS, [json.dumps(list(refs))])
+            return {row["ref"]: _blob_row(row) for row in c.fetchall()}
 
     def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`.
@@ -727,6 +802,22 @@ class MemoryRecorder(POPOApplicationRecorder):
         """Return the stored blobs among `refs`."""
         with self._database_lock:
             return {ref: self._blobs[ref] for ref in refs if ref in self._blobs}
+
+    def get_chains(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """The stored blobs among `refs` and their ancestors by the parent column."""
+        found: dict[str, BlobRow] = {}
+        with self._database_lock:
+            wanted = list(refs)
+            while wanted:
+                ref = wanted.pop()
+                row = self._blobs.get(ref)
+                if row is None or ref in found:
+                    continue
+                found[ref] = row
+                parent = ref_of_column(row.parent)
+                if parent:
+                    wanted.append(parent)
+        return found
 
     def get_run(self, run_id: str) -> RunInfo | None:
         """Return a run's index row."""

@@ -81,6 +81,8 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 "CREATE TABLE IF NOT EXISTS {} (ref TEXT PRIMARY KEY, size INTEGER NOT NULL, "
                 "encoding TEXT NOT NULL, data BYTEA NOT NULL)"
             ).format(self._blobs),
+            # a conversation node's parent (see `_chain`); NULL in rows from before version 8
+            SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS parent BYTEA").format(self._blobs),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, "
                 "status TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT, "
@@ -323,10 +325,10 @@ class PostgresRecorder(PostgresApplicationRecorder):
         if blobs:
             curs.executemany(
                 SQL(
-                    "INSERT INTO {} (ref, size, encoding, data) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (ref) DO NOTHING"
+                    "INSERT INTO {} (ref, size, encoding, data, parent) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ref) DO NOTHING"
                 ).format(self._blobs),
-                [(b.ref, b.size, b.encoding, b.data) for b in blobs],
+                [(b.ref, b.size, b.encoding, b.data, b.parent) for b in blobs],
             )
         for update in runs:
             if update.started is not None:
@@ -364,15 +366,34 @@ class PostgresRecorder(PostgresApplicationRecorder):
         """Return the stored blobs among `refs`."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
-                SQL("SELECT ref, size, encoding, data FROM {} WHERE ref = ANY(%s)").format(
+                SQL("SELECT ref, size, encoding, data, parent FROM {} WHERE ref = ANY(%s)").format(
                     self._blobs
                 ),
                 (list(refs),),
             )
-            return {
-                row["ref"]: BlobRow(row["ref"], row["size"], row["encoding"], bytes(row["data"]))
-                for row in curs.fetchall()
-            }
+            return {row["ref"]: _blob_row(row) for row in curs.fetchall()}
+
+    def get_chains(self, refs: Sequence[str]) -> dict[str, BlobRow]:
+        """The stored blobs among `refs` and their ancestors by the parent column, one query.
+
+        As `SQLiteRecorder.get_chains`: a recursive query along the parent column, which stops
+        at a root, a NULL and a parent not stored (UNION keeps each row once). Each step looks
+        its parent up by primary key (LATERAL): joined, the planner may scan the whole table
+        per step, misled by the few rows it expects of the recursion.
+        """
+        query = SQL(
+            "WITH RECURSIVE chain(ref, size, encoding, data, parent) AS ("
+            "SELECT b.* FROM unnest(%s::text[]) AS head(ref) CROSS JOIN LATERAL "
+            "(SELECT ref, size, encoding, data, parent FROM {blobs} WHERE ref = head.ref) b "
+            "UNION SELECT b.* FROM chain CROSS JOIN LATERAL "
+            "(SELECT ref, size, encoding, data, parent FROM {blobs} "
+            "WHERE ref = 'sha256:' || encode(chain.parent, 'hex')) b "
+            "WHERE length(chain.parent) = 32) "
+            "SELECT ref, size, encoding, data, parent FROM chain"
+        ).format(blobs=self._blobs)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(query, (list(refs),), prepare=True)
+            return {row["ref"]: _blob_row(row) for row in curs.fetchall()}
 
     def scan_events(self, after: tuple[Any, int] | None, limit: int) -> list[ScannedEvent]:
         """Every run's events ordered by run id then position: up to `limit` after `after`.
@@ -485,3 +506,14 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 )
             )
             return sorted(str(row["originator_id"]) for row in curs.fetchall())
+
+
+def _blob_row(row: Any) -> BlobRow:
+    parent = row["parent"]
+    return BlobRow(
+        row["ref"],
+        row["size"],
+        row["encoding"],
+        bytes(row["data"]),
+        None if parent is None else bytes(parent),
+    )

@@ -20,6 +20,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from agentledger.ledger._canonical import as_recorded, canonical_json_trusted, loads
+from agentledger.ledger._chain import parent_mismatch
 from agentledger.ledger._codec import unpack_blob
 from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._limits import Limits
@@ -929,15 +930,22 @@ class Ledger:
             found = self._keys.keys(wanted)
             keys.update({key_id: found.get(key_id) for key_id in wanted})
         for ref, (key_id, text) in sealed.items():
-            key = keys.get(key_id)
-            if key is None:
-                values[ref] = ERASED
-                continue
-            try:
-                values[ref] = loads(key.open_data(text))
-            except ValueError as e:
-                raise CorruptBlobError(ref, str(e)) from None
+            values[ref] = _opened(ref, keys.get(key_id), text)
         return values
+
+    def _node_value(self, row: BlobRow, keys: dict[str, SubjectKey | None]) -> Any:
+        """One stored blob's JSON value (`_blobs` of one row already read)."""
+        try:
+            data = unpack_blob(row.encoding, row.data)
+        except ValueError as e:
+            raise CorruptBlobError(row.ref, f"{row.encoding}: {e}") from None
+        parts = sealed_parts(data)
+        if parts is None:
+            return loads(data)
+        key_id, text = parts
+        if key_id not in keys:
+            keys[key_id] = self._keys.keys([key_id]).get(key_id)
+        return _opened(row.ref, keys[key_id], text)
 
     def blob_bytes(self, refs: Sequence[str]) -> dict[str, bytes]:
         """The canonical bytes stored under the refs that exist.
@@ -951,16 +959,30 @@ class Ledger:
             found[ref] = data
         return found
 
-    def _blobs_for_verify(self, refs: Sequence[str]) -> dict[str, bytes | CorruptBlobError]:
-        """Like `blob_bytes`, with each blob that does not unpack given as its error."""
+    def _blobs_for_verify(
+        self, refs: Sequence[str], *, parents: bool = False
+    ) -> dict[str, bytes | CorruptBlobError]:
+        """Like `blob_bytes`, with each blob that does not unpack given as its error.
+
+        With ``parents``, also a blob whose parent column disagrees with its content (see
+        `_chain`): what `verify` reports as altered. Reads never use the column for what a
+        chain holds, so for them it is no error.
+        """
         rows: Mapping[str, BlobRow] = self._store.recorder.get_blobs(list(refs))
         found: dict[str, bytes | CorruptBlobError] = {}
         for ref, row in rows.items():
             try:
-                found[ref] = unpack_blob(row.encoding, row.data)
+                data = unpack_blob(row.encoding, row.data)
             except ValueError as e:
                 found[ref] = CorruptBlobError(ref, f"{row.encoding}: {e}")
+                continue
+            mismatch = parent_mismatch(row.parent, data) if parents else None
+            found[ref] = data if mismatch is None else CorruptBlobError(ref, mismatch)
         return found
+
+    def _blobs_with_parents(self, refs: Sequence[str]) -> dict[str, bytes | CorruptBlobError]:
+        """`_blobs_for_verify` checking the parent column too (what `verify` reads)."""
+        return self._blobs_for_verify(refs, parents=True)
 
     def conversation(self, ref: str) -> list[Any]:
         """The messages of a conversation chain, oldest first, from its head node's ref."""
@@ -969,9 +991,9 @@ class Ledger:
     def conversations(self, refs: Sequence[str]) -> dict[str, list[Any]]:
         """The messages of each conversation chain at ``refs`` (head nodes), oldest first.
 
-        Reads the nodes breadth-first (`message_nodes`), so the chains of a run's model calls,
-        given together with their responses' refs, take a few queries however long the run;
-        a chain that passes through another given head reuses its messages.
+        Reads the nodes with `message_nodes`, so the chains of a run's model calls, given
+        together with their responses' refs, take one query however long the run; a chain that
+        passes through another given head reuses its messages.
         """
         nodes = self.message_nodes(refs)
         out: dict[str, list[Any]] = {}
@@ -998,21 +1020,35 @@ class Ledger:
         return out
 
     def message_nodes(self, refs: Sequence[str]) -> dict[str, Any]:
-        """Every node of the conversation chains at ``refs``, read in breadth-first batches.
+        """Every node of the conversation chains at ``refs``, in one query when it can.
 
-        Each round reads, in one query, the parents not read yet; raises `UnknownBlobError`
-        for a node that is not stored and `CorruptBlobError` for one that is not a node.
+        One recursive query reads the rows of every chain along the blobs' parent column (see
+        `_chain`); the chains are then followed by content, each node decoded as it is
+        reached, so the column only decides what is read ahead, never what a chain holds. A
+        parent the query did not return (a row from before the column, or a column that
+        disagrees with its content) starts one more such query. Raises `UnknownBlobError` for
+        a node that is not stored and `CorruptBlobError` for one that is not a node.
         """
         nodes: dict[str, Any] = {}
         keys: dict[str, SubjectKey | None] = {}  # a chain's subject keys, looked up once
+        rows: dict[str, BlobRow] = {}
         wanted = list(dict.fromkeys(refs))
         while wanted:
-            found = self._blobs(wanted, keys)
-            parents: dict[str, None] = {}
-            for ref in wanted:
-                if ref not in found:
-                    raise UnknownBlobError(ref)
-                node = found[ref]
+            rows.update(self._store.recorder.get_chains(wanted))
+            missing: dict[str, None] = {}
+            asked = set(wanted)
+            reached = wanted[::-1]
+            while reached:
+                ref = reached.pop()
+                if ref in nodes:
+                    continue
+                row = rows.get(ref)
+                if row is None:
+                    if ref in asked:
+                        raise UnknownBlobError(ref)
+                    missing[ref] = None  # read by the next query
+                    continue
+                node = self._node_value(row, keys)
                 if isinstance(node, Erased):  # the rest of the chain is sealed with it
                     node = {"message": ERASED, "parent_ref": None}
                 if not isinstance(node, dict):
@@ -1021,9 +1057,9 @@ class Ledger:
                 parent = node.get("parent_ref")
                 if parent is not None and not isinstance(parent, str):
                     raise CorruptBlobError(ref, "the node's parent_ref is not a ref")
-                if parent is not None and parent not in nodes and parent not in found:
-                    parents[parent] = None
-            wanted = list(parents)
+                if parent is not None and parent not in nodes:
+                    reached.append(parent)
+            wanted = list(missing)
         return nodes
 
     # Verification ----------------------------------------------------------------------------
@@ -1062,7 +1098,7 @@ class Ledger:
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
         paged = PagedVerify(
             self._store.recorder,
-            self._blobs_for_verify,
+            self._blobs_with_parents,
             page_size,
             hashes,
             streams=frozenset({ERASURE_STREAM}),
@@ -1362,6 +1398,16 @@ class Ledger:
 _COMMITTER_LOCK = threading.Lock()
 _USAGE_KINDS = frozenset({"ModelCalled", "ToolReturned"})
 """The events whose usage the runs index sums (`RunTotals`)."""
+
+
+def _opened(ref: str, key: SubjectKey | None, text: str) -> Any:
+    """A sealed blob's value, opened with its subject's key; `ERASED` once the key is gone."""
+    if key is None:
+        return ERASED
+    try:
+        return loads(key.open_data(text))
+    except ValueError as e:
+        raise CorruptBlobError(ref, str(e)) from None
 
 
 class Head(NamedTuple):

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from agentledger.ledger._canonical import loads, loads_noting_floats
+from agentledger.ledger._chain import node_parent
 from agentledger.ledger._codec import pack_blob, unpack_state
 from agentledger.ledger.errors import CorruptEventError
 
@@ -44,18 +45,23 @@ stamped by any event of a run's first batch."""
 
 @dataclass(frozen=True, slots=True)
 class BlobRow:
-    """A blob as stored: its ref, logical size, encoding (see `_codec`) and bytes."""
+    """A blob as stored: its ref, logical size, encoding (see `_codec`), bytes and parent column.
+
+    ``parent`` is a conversation node's parent column (see `_chain`): the parent's 32-byte
+    digest, empty bytes for a root, None (NULL) for anything else or unknown.
+    """
 
     ref: str
     size: int
     encoding: str
     data: bytes
+    parent: bytes | None = None
 
 
 def encode_blob(ref: str, canonical: bytes) -> BlobRow:
-    """Prepare a blob for storage, packing it when that saves space."""
+    """Prepare a blob for storage, packing it when that saves space, with its parent column."""
     encoding, data = pack_blob(canonical)
-    return BlobRow(ref, len(canonical), encoding, data)
+    return BlobRow(ref, len(canonical), encoding, data, node_parent(canonical))
 
 
 @dataclass(frozen=True, slots=True)

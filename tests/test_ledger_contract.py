@@ -434,21 +434,24 @@ def test_a_growing_conversation_stores_each_message_once(ledger: Ledger, ledger_
     heads = [r.payload[k] for r in records for k in ("messages_ref", "response_ref")]
     reads: list[int] = []
     store = ledger.recorder
-    blobs = store.get_blobs
+    chains_of = store.get_chains
 
     def counting(refs: Any) -> dict[str, Any]:
-        reads.append(len(refs))
-        return dict(blobs(refs))
+        found = dict(chains_of(refs))
+        reads.append(len(found))
+        return found
 
-    store.get_blobs = counting
+    def refused(refs: Any) -> dict[str, Any]:
+        raise AssertionError(f"a chain read its nodes by ref: {list(refs)[:2]}")
+
+    store.get_chains, store.get_blobs = counting, refused
     try:
         chains = ledger.conversations(heads)
     finally:
-        del store.get_blobs
+        del store.get_chains, store.get_blobs
     assert [chains[r.payload["messages_ref"]] for r in records] == snapshots
     assert chains[records[-1].payload["response_ref"]] == history
-    assert len(reads) <= 3  # breadth-first: every call's chain in a few queries, not 401
-    assert sum(reads) == len(chain)
+    assert reads == [len(chain)]  # one recursive query reads every call's chain, not 401
 
     rows = stored_blob_sizes(ledger_url)
     if rows is not None:
