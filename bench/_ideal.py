@@ -1,10 +1,10 @@
 """An idealised ledger: the least work the design mandates, as a ceiling for targets (a) and (b).
 
 It replays the ledger's own captured transactions from their logical content and does only what
-no implementation of DESIGN.md can skip: the canonical JSON of every payload and blob (here a
-sorted ``json.dumps``, which is never slower than RFC 8785), SHA-256 of every envelope on the
-run's chain and of every blob, and the stored state and packing, all through the ledger's own
-functions (`seal`, `blob_ref`, `pack_blob`), and the
+no implementation of DESIGN.md can skip: the canonical JSON of every payload and blob (here
+``orjson`` with sorted keys, the ledger's own fast path for values without special floats),
+SHA-256 of every envelope on the run's chain and of every blob, and the stored state and
+packing, all through the ledger's own functions (`seal`, `blob_ref`, `pack_blob`), and the
 same statements in the same transactions (events, blobs, runs index). No pydantic, no
 JSON-native checks, no run aggregate, no recorder objects: a correct ledger must do more, so its
 figure is an upper bound for any ledger of this design written in Python on this machine.
@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import orjson
+
 from agentledger.ledger._codec import pack_blob, unpack_blob, unpack_state
 from agentledger.ledger._hashing import GENESIS, blob_ref
 from agentledger.ledger._mapper import seal
 
 __all__ = ["LogicalSet", "ideal_pass", "logical_sets", "write_transaction"]
 
-_ENCODE = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-).encode
+_SORTED = orjson.OPT_SORT_KEYS
 
 Row = tuple[str, int, str, bytes]
 # (run id hex, run id, position, kind, payload, timestamp, event id, schema version)
@@ -114,13 +114,13 @@ def ideal_pass(
     for write in sets:
         blob_rows = []
         for value in write.blobs:
-            canonical = _ENCODE(value).encode()
+            canonical = orjson.dumps(value, option=_SORTED)
             encoding, data = pack_blob(canonical)
             blob_rows.append((blob_ref(canonical), len(canonical), encoding, data))
         event_rows: list[Row] = []
         for run_hex, run_id, position, kind, payload, ts, event_id, version in write.events:
             prev = heads.get(run_hex, GENESIS)
-            payload_jcs = _ENCODE(payload).encode()
+            payload_jcs = orjson.dumps(payload, option=_SORTED)
             digest, state = seal(
                 run_id=run_id,
                 position=position,
