@@ -337,14 +337,19 @@ def canonical_json_trusted(payload: dict[str, Any]) -> bytes:
         data = _orjson_dumps(payload, option=_SORTED)
     except _OrjsonError:
         data = None  # an object, a lone surrogate or deep nesting: the checks below name it
-    if (
-        data is not None
-        and b"null" not in data  # orjson writes NaN and Infinity as null
-        and (b".0" not in data or _INTEGRAL_FLOAT_BYTES.search(data) is None)
-        and (b"e" not in data or _EXPONENT_BYTES.search(data) is None)
-        and (data.isascii() or _NON_BMP_BYTES.search(data) is None)
-    ):
-        return data
+    if data is not None and b"null" not in data:  # orjson writes NaN and Infinity as null
+        if (
+            b".0" in data
+            and _INTEGRAL_FLOAT_BYTES.search(data) is not None
+            and _integral_floats_to_ints(payload)
+        ):
+            data = _orjson_dumps(payload, option=_SORTED)
+        if (
+            (b".0" not in data or _INTEGRAL_FLOAT_BYTES.search(data) is None)
+            and (b"e" not in data or _EXPONENT_BYTES.search(data) is None)
+            and (data.isascii() or _NON_BMP_BYTES.search(data) is None)
+        ):
+            return data
     try:
         text = _FAST_ENCODER.encode(payload)
     except (TypeError, ValueError, RecursionError):
