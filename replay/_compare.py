@@ -17,7 +17,14 @@ from typing import Any
 
 from agentledger.ledger.events import LedgerEvent, event_type, upcast
 
-__all__ = ["LINEAGE_FIELDS", "Change", "Divergence", "comparable", "comparable_event"]
+__all__ = [
+    "LINEAGE_FIELDS",
+    "Change",
+    "Divergence",
+    "comparable",
+    "comparable_event",
+    "comparable_payload",
+]
 
 LINEAGE_FIELDS = frozenset({"parent_run_id", "parent_position", "relation", "overrides", "tags"})
 """RunStarted fields that say where a run came from, not what it did (a fork's prefix and its
@@ -40,6 +47,11 @@ def comparable(kind: str, version: int, payload: dict[str, Any]) -> dict[str, An
 def comparable_event(event: LedgerEvent) -> dict[str, Any]:
     """An event about to be recorded, in the form ``comparable`` gives recorded ones."""
     return _strip(event.kind, event.model_dump(mode="json", exclude_defaults=True))
+
+
+def comparable_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """`comparable_event` of an event already dumped for recording (its prepared payload)."""
+    return _strip(kind, payload)
 
 
 def _strip(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
