@@ -1535,6 +1535,21 @@ class _LivePort:
     def record_call(self, call: CallRecord) -> int:
         return self._recorder._behind(self._recorder.record_call, call)
 
+    def record_dropped(self, call: CallRecord) -> int | None:
+        """`record_call` from a finalizer (a stream dropped unclosed): raises no earlier failure.
+
+        A commit of the run that failed stays for the run's next call to raise (a finalizer
+        has no caller to raise to), and nothing is recorded after it: the run's later events
+        would be refused for the same reason.
+        """
+        recorder = self._recorder
+        if recorder._failure is not None:
+            return None
+        with recorder._deferring():
+            position = recorder.record_call(call)
+        recorder._write_behind()
+        return position
+
     def redacted(self, value: Any) -> Any:
         return self._recorder.redacted(value)
 

@@ -183,3 +183,35 @@ def test_flush_makes_a_call_visible_to_another_postgres_reader(
 ) -> None:
     """As on SQLite: after ``run.flush()`` a second PostgreSQL handle reads the call."""
     test_flush_makes_a_call_visible_to_another_reader(server, pg_url)
+
+
+def test_a_stream_dropped_after_a_failed_commit_leaves_the_failure_to_the_next_call(
+    server: LoopbackServer, ledger: Ledger
+) -> None:
+    """A stream recorded from its finalizer does not swallow an earlier commit's failure."""
+    import gc
+    import time
+    import warnings
+
+    from agentledger.ledger import ConcurrencyError, RunRecorder
+
+    run = ledger.record_run("dropped stream")
+    with openai.OpenAI(api_key=KEY, base_url=server.openai_url, max_retries=0) as sdk:
+        client = run.instrument(sdk)
+        RunRecorder(ledger, ledger.load(run.run_id)).delta({"first": True})
+        ask(client, "recorded write-behind, refused")
+        deadline = time.monotonic() + 10
+        while run._failure is None and time.monotonic() < deadline:  # the refusal is in
+            time.sleep(0.005)
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "drop me"}], stream=True
+        )
+        next(iter(stream))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            del stream
+            gc.collect()
+        assert not [w for w in caught if "Unraisable" in type(w.message).__name__]
+        with pytest.raises(ConcurrencyError):
+            run.delta({"late": True})
+    assert [e.kind for e in ledger.events(run.run_id)] == ["RunStarted", "DeltaApplied"]

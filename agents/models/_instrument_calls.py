@@ -483,14 +483,18 @@ def _record_dropped(state: _StreamState | None) -> None:
     """Record a stream dropped unclosed (from ``__del__``: with the blocking `record_call`).
 
     A run already closed takes nothing more: the call is then left out, since a finalizer has
-    no caller to raise to.
+    no caller to raise to; for the same reason a commit of the run that failed earlier is left
+    for the run's next call to raise (the recording port's ``record_dropped``).
     """
     if state is None or state.done:
         return
     record = state.record(None)
     if record is not None:
+        port = state.site.port
+        # a recording port that can leaves an earlier commit's failure for the run's next call
+        record_dropped = getattr(port, "record_dropped", port.record_call)
         with contextlib.suppress(RunClosedError):
-            state.site.port.record_call(record)
+            record_dropped(record)
 
 
 async def _as_async(chunks: Iterator[Any]) -> AsyncIterator[Any]:
