@@ -513,6 +513,7 @@ def _parse_int_noting(text: str) -> int | float:
 
 
 _NOTING_DECODER = json.JSONDecoder(parse_int=_parse_int_noting, parse_float=_parse_float_noting)
+_noting_scan = _NOTING_DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, untyped in typeshed
 
 
 def loads_noting_floats(data: bytes) -> tuple[Any, bool]:
@@ -528,9 +529,9 @@ def loads_noting_floats(data: bytes) -> tuple[Any, bool]:
     text = data.decode()
     try:
         # What `decode` does when no whitespace surrounds the value (never in stored bytes),
-        # without its two whitespace searches.
-        value, end = _NOTING_DECODER.raw_decode(text)
-    except ValueError:
+        # without its two whitespace searches (and without `raw_decode`'s frame around it).
+        value, end = _noting_scan(text, 0)
+    except (StopIteration, ValueError):
         end = -1
     if end != len(text):  # whitespace around the value, or not one JSON value: as `loads` does
         seen.special = False

@@ -102,7 +102,7 @@ def _pack(data: bytes) -> bytes:
     return _codecs.packer.compress(data)
 
 
-def _unpack(data: bytes) -> bytes:
+def _unpack(data: bytes | memoryview) -> bytes:
     unpacker = _codecs.unpacker.decompressobj()
     try:
         out = unpacker.decompress(data)
@@ -145,11 +145,14 @@ def unpack_state(stored: bytes) -> bytes:
         if len(stored) < 34:
             msg = "the packed state is cut short"
             raise ValueError(msg)
-        rest = _unpack(stored[33:])
+        rest = _unpack(memoryview(stored)[33:])
         if rest[:1] != b"{" or rest == b"{}" or rest.startswith(b'{"hash"'):
             msg = "the packed state does not continue an envelope after its hash"
             raise ValueError(msg)
-        return _HASH_HEAD + bytes(stored[1:33]).hex().encode() + b'",' + rest[1:]
+        # one copy of the (large) rest, not three
+        return b"".join(
+            (_HASH_HEAD, bytes(stored[1:33]).hex().encode(), b'",', memoryview(rest)[1:])
+        )
     msg = f"unknown stored-state form (first byte {bytes(head)!r})"
     raise ValueError(msg)
 

@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 EVENT_DOMAIN = b"agentledger/event/v1\n"
+_EVENT_DOMAIN_TEXT = EVENT_DOMAIN.decode("ascii")
+_sha256 = hashlib.sha256
 GENESIS = "0" * 64
 _BLOB_PREFIX = "sha256:"
 _PLAIN = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*')
@@ -128,17 +130,16 @@ def parsed_event_hash(  # noqa: PLR0917 - the envelope's fields, in their order
         and type(event_id) is str
         and _PLAIN.fullmatch(f"{run_id}{kind}{prev}{timestamp}{event_id}") is not None
     ):
-        digest = hash_envelope_with_payload_bytes(
-            run_id=run_id,
-            position=position,
-            kind=kind,
-            version=version,
-            timestamp=timestamp,
-            event_id=event_id,
-            prev=prev,
-            payload_jcs=payload_jcs,
+        # `envelope_bytes`, fed to SHA-256 piece by piece (the payload is not copied again)
+        digest = _sha256(
+            f'{_EVENT_DOMAIN_TEXT}{{"event_id":"{event_id}","kind":"{kind}","payload":'.encode()
         )
-        return digest, payload_jcs
+        digest.update(payload_jcs)
+        digest.update(
+            f',"position":{position},"prev":"{prev}","run_id":"{run_id}",'
+            f'"timestamp":"{timestamp}","version":{version}}}'.encode()
+        )
+        return digest.hexdigest(), payload_jcs
     envelope = {
         "run_id": run_id,
         "position": position,

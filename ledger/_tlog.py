@@ -28,6 +28,7 @@ from agentledger.ledger._hashing import envelope_hash
 from agentledger.ledger._records import RecordedEvent
 from agentledger.ledger._tlog_tables import (
     FIRST_ID,
+    Hashed,
     Head,
     LogBatch,
     LogConflictError,
@@ -183,18 +184,25 @@ class TransparencyLog:
         while True:
             last = self.tables.last_batch()
             size, after = (last.end, last.last_nid) if last else (0, 0)
-            heads = self.tables.heads(after, batch)
-            if not heads:
+            rows: Sequence[Hashed | Head] = self.tables.hashed(after, batch)
+            if not rows:
                 return LogHead(size, self.root(size))
-            leaves = self._leaves(heads)
-            tiles = self._extend(size, leaves)
-            nids = [h[0] for h in heads]
-            gaps: tuple[int, ...] = ()
-            if nids[-1] - nids[0] + 1 != len(nids):
-                gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
-            record = LogBatch(size, len(heads), nids[0], nids[-1], gaps)
+            sha = hashlib.sha256
             try:
-                self.tables.append(record, tiles, pack_events(heads))
+                # a None hash (a row in an older form) raises TypeError, handled below
+                leaves = [sha(b"\x00" + h).digest() for _, h, _, _ in rows]  # type: ignore[operator]
+            except TypeError:  # a row in an older form (no hash): read the batch's heads whole
+                rows = self.tables.heads(after, len(rows))
+                leaves = self._leaves(rows)
+            tiles = self._extend(size, leaves)
+            first, last_nid = rows[0][0], rows[-1][0]
+            gaps: tuple[int, ...] = ()
+            if last_nid - first + 1 != len(rows):
+                nids = [row[0] for row in rows]
+                gaps = tuple(m for a, b in itertools.pairwise(nids) for m in range(a + 1, b))
+            record = LogBatch(size, len(rows), first, last_nid, gaps)
+            try:
+                self.tables.append(record, tiles, pack_events(rows))
             except LogConflictError:
                 continue
             if progress is not None:
@@ -219,9 +227,15 @@ class TransparencyLog:
         return out
 
     def _extend(self, size: int, leaves: list[bytes]) -> dict[tuple[int, int], bytes]:
-        """The tiles that change when `leaves` follow the first `size` leaves."""
+        """The tiles that change when `leaves` follow the first `size` leaves.
+
+        Level by level: the new nodes, after the stored ones of their first tile, are written
+        as tiles, and the roots of the tiles they complete are the next level's new nodes,
+        hashed pair by pair over the whole batch (8 rounds of pairs make a tile's root).
+        """
         out: dict[tuple[int, int], bytes] = {}
         reader = _Tiles(self.tables)
+        sha = hashlib.sha256
         level, start, new = 0, size, leaves
         while new:
             first_tile, offset = divmod(start, TILE_WIDTH)
@@ -230,13 +244,16 @@ class TransparencyLog:
                 msg = f"tile {level}/{first_tile} is shorter than the integrated tree"
                 raise TransparencyLogError(msg)
             data = prefix + b"".join(new)
-            completed: list[bytes] = []
             for t in range(0, len(data), _TILE_BYTES):
-                chunk = data[t : t + _TILE_BYTES]
-                out[(level, first_tile + t // _TILE_BYTES)] = chunk
-                if len(chunk) == _TILE_BYTES:
-                    completed.append(_perfect_root(chunk))
-            level, start, new = level + 1, start // TILE_WIDTH, completed
+                out[(level, first_tile + t // _TILE_BYTES)] = data[t : t + _TILE_BYTES]
+            nodes = [prefix[i : i + _HASH] for i in range(0, len(prefix), _HASH)] + new
+            del nodes[len(nodes) - len(nodes) % TILE_WIDTH :]  # only complete tiles have roots
+            for _ in range(TILE_HEIGHT):
+                nodes = [
+                    sha(b"\x01" + left + right).digest()
+                    for left, right in zip(nodes[::2], nodes[1::2], strict=True)
+                ]
+            level, start, new = level + 1, start // TILE_WIDTH, nodes
         return out
 
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:

@@ -33,6 +33,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -42,6 +43,7 @@ from eventsourcing.persistence import IntegrityError
 from agentledger.ledger.errors import TransparencyLogError
 
 __all__ = [
+    "Hashed",
     "Head",
     "LogBatch",
     "LogConflictError",
@@ -50,6 +52,7 @@ __all__ = [
     "MemoryLogTables",
     "Row",
     "SQLiteLogTables",
+    "hashed_heads",
     "log_tables",
     "pack_events",
     "unpack_events",
@@ -104,6 +107,14 @@ class LogTables(Protocol):
         """
         ...
 
+    def hashed(self, after_nid: int, limit: int) -> list[Hashed]:
+        """What integration reads: `heads`, but with the raw hash in place of the state head.
+
+        The hash is the stored state's bytes 2..33 when it is in the ``0x02`` form (and at
+        least 33 bytes long), else None: such a row's hash is read from its whole state.
+        """
+        ...
+
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """(run id, position) of each leaf of the batch that starts at `first_leaf`."""
         ...
@@ -148,23 +159,31 @@ class LogTables(Protocol):
 _ZSTD = zstandard.ZstdCompressor(level=1)
 Head = tuple[int, bytes, str, int]
 """(notification id, state head, run key, position)."""
+Hashed = tuple[int, bytes | None, str, int]
+"""(notification id, raw hash of a ``0x02`` state or None, run key, position)."""
 Row = tuple[int, bytes, str, int, str]
 """(notification id, whole stored state, run key, position, kind)."""
 FIRST_ID = -(2**63)
 """Read "after" this to read every row: ids the ledger never assigns (zero, negative) included."""
 
 
-def pack_events(heads: Sequence[Head]) -> bytes:
+def pack_events(rows: Sequence[Head | Hashed]) -> bytes:
     """The (run, position) of each leaf of a batch, packed as one Zstandard frame.
 
-    The frame holds the run keys' length (8 bytes), the run keys one a line, then the
-    positions as little-endian int64.
+    `rows` are the batch's `LogTables.heads` (or `LogTables.hashed`), leaf by leaf. The frame
+    holds the run keys' length (8 bytes), the run keys one a line, then the positions as
+    little-endian int64.
     """
-    runs = "\n".join([h[2] for h in heads]).encode()
-    positions = array("q", [h[3] for h in heads])
+    runs = "\n".join(map(itemgetter(2), rows)).encode()
+    positions = array("q", map(itemgetter(3), rows))
     if sys.byteorder != "little":
         positions.byteswap()
     return _ZSTD.compress(len(runs).to_bytes(8, "big") + runs + positions.tobytes())
+
+
+def hashed_heads(heads: Sequence[Head]) -> list[Hashed]:
+    """`LogTables.hashed` from `LogTables.heads`, for backends that read heads anyway."""
+    return [(n, h[1:] if len(h) == 33 and h[:1] == b"\x02" else None, r, p) for n, h, r, p in heads]
 
 
 def unpack_events(data: bytes) -> list[tuple[str, int]]:
@@ -233,6 +252,24 @@ class SQLiteLogTables:
                 (after_nid, limit),
             )
             rows: list[Head] = cursor.fetchall()
+            cursor.close()
+            return rows
+
+    def hashed(self, after_nid: int, limit: int) -> list[Hashed]:
+        """Hashes after `after_nid`, cut out of the ``0x02`` states by SQLite."""
+        with self._datastore.get_connection(commit=False) as connection:
+            raw = getattr(connection, "raw", None)
+            if raw is None:
+                return hashed_heads(self.heads(after_nid, limit))
+            cursor = raw.cursor()
+            cursor.row_factory = None
+            cursor.execute(
+                "SELECT rowid, CASE WHEN substr(state, 1, 1) = x'02' AND length(state) >= 33 "
+                "THEN substr(state, 2, 32) END, originator_id, originator_version "
+                f"FROM {self._events} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after_nid, limit),
+            )
+            rows: list[Hashed] = cursor.fetchall()
             cursor.close()
             return rows
 
@@ -376,6 +413,10 @@ class MemoryLogTables:
     def heads(self, after_nid: int, limit: int) -> list[Head]:
         """Heads after `after_nid`."""
         return [(e.nid, e.state, e.run_id, e.position) for e in self.entries(after_nid, limit)]
+
+    def hashed(self, after_nid: int, limit: int) -> list[Hashed]:
+        """Hashes after `after_nid`."""
+        return hashed_heads(self.heads(after_nid, limit))
 
     def rows(self, after_nid: int, limit: int) -> list[Row]:
         """Whole rows after `after_nid`, in list order."""

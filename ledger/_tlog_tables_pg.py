@@ -15,6 +15,7 @@ from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from agentledger.ledger._order_pg import HORIZON_TABLE, ORDER_TABLE
 from agentledger.ledger._tlog_tables import (
+    Hashed,
     Head,
     LogBatch,
     LogConflictError,
@@ -22,6 +23,7 @@ from agentledger.ledger._tlog_tables import (
     Row,
     _batch,
     _gaps,
+    hashed_heads,
     unpack_events,
 )
 
@@ -119,6 +121,10 @@ class PostgresLogTables:
             (r["notification_id"], bytes(r["head"]), r["run"], r["originator_version"])
             for r in rows
         ]
+
+    def hashed(self, after_nid: int, limit: int) -> list[Hashed]:
+        """Hashes after `after_nid`."""
+        return hashed_heads(self.heads(after_nid, limit))
 
     def rows(self, after_nid: int, limit: int) -> list[Row]:
         """Whole rows after `after_nid`, in the ledger-wide order."""

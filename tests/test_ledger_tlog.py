@@ -20,8 +20,16 @@ from hypothesis import strategies as st
 from agentledger.ledger import Ledger, SequentialIds, StepClock, merkle, verify_export
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._checkpoints import CheckpointError, open_checkpoint
+from agentledger.ledger._codec import PACKED_STATE_V1, _pack
 from agentledger.ledger._tlog import TransparencyLog, TransparencyLogError
-from agentledger.ledger._tlog_tables import Head, LogBatch, LogConflictError, LogEntry
+from agentledger.ledger._tlog_tables import (
+    Hashed,
+    Head,
+    LogBatch,
+    LogConflictError,
+    LogEntry,
+    hashed_heads,
+)
 from agentledger.ledger.signed_note import generate_key, open_note, verifier_key_of
 
 RUN = "00000000-0000-0000-0000-000000000000"
@@ -52,6 +60,10 @@ class ListTables:
     def heads(self, after_nid: int, limit: int) -> list[Head]:
         """(nid, state head, run, position) tuples."""
         return [(e.nid, e.state, e.run_id, e.position) for e in self.entries(after_nid, limit)]
+
+    def hashed(self, after_nid: int, limit: int) -> list[Hashed]:
+        """(nid, raw hash, run, position) tuples."""
+        return hashed_heads(self.heads(after_nid, limit))
 
     def batch_events(self, first_leaf: int) -> list[tuple[str, int]]:
         """Leaves name no run here."""
@@ -172,6 +184,26 @@ def test_an_event_whose_hash_cannot_be_read_stops_integration_by_name() -> None:
     with pytest.raises(TransparencyLogError, match="position 2: the stored event cannot be read"):
         TransparencyLog(tables).integrate()
     assert tables.batches() == []
+
+
+def test_events_stored_in_older_forms_are_integrated_from_their_whole_state() -> None:
+    """Rows without the raw hash up front (plain JSON, ``0x01``) give the leaves 0x02 rows do."""
+    hashes = event_hashes(600)
+    tables = ListTables(hashes)
+    plain = tables.entries
+
+    def older(entry: LogEntry) -> LogEntry:
+        text = b'{"hash":"' + entry.state[1:].hex().encode() + b'","v":1}'
+        state = text if entry.nid % 2 else PACKED_STATE_V1 + _pack(text)
+        return LogEntry(entry.nid, entry.run_id, entry.position, state)
+
+    def entries(after_nid: int, limit: int) -> list[LogEntry]:
+        return [older(e) if e.nid % 7 == 0 else e for e in plain(after_nid, limit)]
+
+    tables.entries = entries  # type: ignore[method-assign]
+    head = TransparencyLog(tables).integrate(batch=100)
+    assert head.root == merkle.root([merkle.leaf_hash(h) for h in hashes])
+    assert [b.size for b in tables.batches()] == [100] * 6
 
 
 # On every backend --------------------------------------------------------------------------
