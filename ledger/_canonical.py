@@ -409,6 +409,14 @@ def canonical_json_of_parsed(value: Any, *, plain_floats: bool = False) -> bytes
     the same either way. With `plain_floats` (what `loads_noting_floats` found while parsing
     `value`), the output is not searched for floats: the parser saw none that needs it.
     """
+    if plain_floats:  # no float, NaN or Infinity that orjson would write unlike json
+        try:
+            data = _orjson_dumps(value, option=_SORTED)
+        except _OrjsonError:
+            pass  # a lone surrogate or deep nesting: decided below
+        else:
+            if data.isascii() or _NON_BMP_BYTES.search(data) is None:
+                return data
     try:
         text = _encode_parsed(value)
     except (TypeError, ValueError, RecursionError):
@@ -512,7 +520,17 @@ def _parse_int_noting(text: str) -> int | float:
     return float(text)
 
 
-_NOTING_DECODER = json.JSONDecoder(parse_int=_parse_int_noting, parse_float=_parse_float_noting)
+def _parse_constant_noting(name: str) -> float:
+    """NaN or Infinity as `loads` reads them (floats), noted: no encoder here may write them."""
+    _FLOATS_SEEN.special = True
+    return float(name)
+
+
+_NOTING_DECODER = json.JSONDecoder(
+    parse_int=_parse_int_noting,
+    parse_float=_parse_float_noting,
+    parse_constant=_parse_constant_noting,
+)
 _noting_scan = _NOTING_DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, untyped in typeshed
 
 
@@ -521,8 +539,8 @@ def loads_noting_floats(data: bytes) -> tuple[Any, bool]:
 
     When they all are, `canonical_json_of_parsed(value, plain_floats=True)` need not search its
     output for others. The floats are judged as the parser meets them, which costs a call per
-    float instead of two searches of the encoded text per value. (NaN and Infinity are not
-    floats here: the encoder refuses them either way.)
+    float instead of two searches of the encoded text per value. NaN and Infinity
+    count as not plain (`orjson` would write them as ``null``).
     """
     seen = _FLOATS_SEEN
     seen.special = False
