@@ -37,6 +37,7 @@ from agentledger.ledger._backends import (
     SCHEMA_VERSION,
     TAGS_BY_ID_UNDER,
     ScannedEvent,
+    _blob_row,
     _filter_sql,
     _row_to_info,
     _run_insert_params,
@@ -506,14 +507,3 @@ class PostgresRecorder(PostgresApplicationRecorder):
                 )
             )
             return sorted(str(row["originator_id"]) for row in curs.fetchall())
-
-
-def _blob_row(row: Any) -> BlobRow:
-    parent = row["parent"]
-    return BlobRow(
-        row["ref"],
-        row["size"],
-        row["encoding"],
-        bytes(row["data"]),
-        None if parent is None else bytes(parent),
-    )
