@@ -57,7 +57,8 @@ float it formats differently (integral, below 1e-4: the `_FLOAT` flag) and no ke
 BMP, about eight times faster; it refuses what `_FAST_ENCODER` refuses too (lone surrogates,
 non-str keys) and nesting beyond 254 levels, which then take `_FAST_ENCODER`. It writes NaN and
 Infinity as ``null`` where `_FAST_ENCODER` refuses them, so only checked values, or output
-holding no ``null``, are taken from it (property-tested in tests/test_canonical.py)."""
+holding no ``null``, are taken from it (property-tested in tests/test_ledger_properties.py and
+tests/test_ledger_verify_pages.py)."""
 
 
 _FLOAT = 1
