@@ -245,7 +245,7 @@ class Redactor:
         findings: list[Finding] = []
         return _walk(value, path, self, findings, None), findings
 
-    def clean(self, value: Any) -> bool:  # noqa: PLR0912 - one flat walk, for speed
+    def clean(self, value: Any) -> bool:  # noqa: PLR0911, PLR0912 - one flat walk, for speed
         """Whether ``json(value)`` would give ``value`` back unchanged and find nothing.
 
         A quick pass that builds no paths and no copy: True when no string or key of ``value``
@@ -264,9 +264,11 @@ class Redactor:
                     return False
             elif kind is dict:
                 for key, child in item.items():
+                    if type(key) is not str:  # a str subclass may equal a remembered key
+                        return False
                     field = keys.get(key, _UNKNOWN)
                     if field is _UNKNOWN:
-                        if type(key) is not str or not self._key_clean(key):
+                        if not self._key_clean(key):
                             return False
                         field = self._field(key)
                     inner = type(child)
