@@ -446,11 +446,15 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def _keeps_parents(self) -> bool:
         """Whether the blobs table has the parent column (a read-only older file has not)."""
         if self._parents_kept is None:
-            with self.datastore.transaction(commit=False) as c:
-                c.execute("PRAGMA table_info(agentledger_blobs)")
-                names = {row["name"] for row in c.fetchall()}
+            names = self._columns("agentledger_blobs")
             self._parents_kept = "parent" in names or not names
         return self._parents_kept
+
+    def _columns(self, table: str) -> set[str]:
+        """The column names of one of the ledger's own tables (none when it does not exist)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"PRAGMA table_info({table})")
+            return {row["name"] for row in c.fetchall()}
 
     def migrate_totals(self) -> None:
         """Give a runs index from before the usage totals their columns, filled from the events.
@@ -487,9 +491,7 @@ class SQLiteRecorder(SQLiteApplicationRecorder):
     def _keeps_totals(self) -> bool:
         """Whether the runs index has the usage totals' columns (a read-only older file has not)."""
         if self._totals_kept is None:
-            with self.datastore.transaction(commit=False) as c:
-                c.execute("PRAGMA table_info(agentledger_runs)")
-                names = {row["name"] for row in c.fetchall()}
+            names = self._columns("agentledger_runs")
             self._totals_kept = "input_tokens" in names or not names
         return self._totals_kept
 
