@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import string
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any, Literal, NamedTuple
@@ -192,22 +193,36 @@ def detect(text: str, phone_regions: Sequence[str] = (), extra: Sequence[Span] =
     return _detect(text, phone_regions, extra)
 
 
-def _detect(text: str, phone_regions: Sequence[str], extra: Sequence[Span]) -> list[Span]:
-    """`detect` running every detector."""
+def _detect(
+    text: str, phone_regions: Sequence[str], extra: Sequence[Span], *, gated: bool = True
+) -> list[Span]:
+    """`detect` running every detector that could find something in ``text``.
+
+    ``gated`` skips, for ASCII text, the detectors whose pattern needs what the text lacks: a
+    scan by a regular expression costs 10-30 ns a character, and an answer of a few kilobytes
+    would otherwise pay every scan (`_Gates`). ``gated=False`` runs them as their own cheap
+    tests allow (what the property tests compare against): the spans are the same either way.
+    """
     placeholders = (
         [Span(m.start(), m.end(), _PLACEHOLDER) for m in _PLACEHOLDERS.finditer(text)]
         if "[" in text
         else []
     )
     found: list[Span] = list(extra)
-    digits = _DIGIT.search(text) is not None
-    if not digits and not found and _NOTHING_TO_FIND.fullmatch(text) and not _maybe_token(text):
-        return placeholders
+    gates = _Gates.of(text) if gated and text.isascii() else None
+    if gates is not None:
+        digits = gates.digits > 0
+        if not digits and not found and gates.nothing_to_find and not _maybe_token(text):
+            return placeholders
+    else:
+        digits = _DIGIT.search(text) is not None
+        if not digits and not found and _NOTHING_TO_FIND.fullmatch(text) and not _maybe_token(text):
+            return placeholders
     if "@" in text:
         found += _spans(_EMAIL, text, "email")
     if "-----BEGIN" in text:
         found += _spans(_PEM, text, "private_key")
-    if digits:
+    if digits and (gates is None or gates.may_hold_key()):
         found += _spans(_API_KEY, text, "api_key", accept=_has_digit)
     lowered = text.lower()
     if "bearer" in lowered or "authorization" in lowered:
@@ -215,11 +230,69 @@ def _detect(text: str, phone_regions: Sequence[str], extra: Sequence[Span]) -> l
         found += _spans(_AUTHORIZATION, text, "auth_token", group="value")
     if "eyJ" in text:
         found += _spans(_JWT, text, "auth_token")
-    if any(word in lowered for word in _SECRET_WORDS):
+    if (gates is None or gates.assigns) and any(word in lowered for word in _SECRET_WORDS):
         found += _spans(_SECRET_ASSIGNMENT, text, "secret", group="value", accept=_not_a_word)
     if digits:
-        found += _number_spans(text, phone_regions)
-    return resolve(placeholders, found)
+        found += _number_spans(text, phone_regions, gates)
+    return resolve(placeholders, found) if found else placeholders
+
+
+_CLASSES = bytes.maketrans(b"0123456789" + string.ascii_uppercase.encode(), b"0" * 10 + b"A" * 26)
+"""Maps each ASCII digit to ``0`` and each upper-case letter to ``A`` (the rest unchanged)."""
+_SEVEN_ZEROS = re.compile(rb"0(?:[ ().\-]{0,3}0){6}")
+"""`_SEVEN_DIGITS` over ASCII text mapped by `_CLASSES` (its no-break space is not ASCII)."""
+_SHORTEST_KEY = 15
+"""No `_API_KEY` branch matches fewer characters (``xoxb-`` and ten more is the shortest)."""
+_KEY_CHARS = (string.ascii_letters + string.digits + "_-+/=").encode()
+_KEY_ALPHABET = bytes(ord("k") if byte in _KEY_CHARS else ord(" ") for byte in range(256))
+_KEY_RUN = b"k" * _SHORTEST_KEY
+
+
+class _Gates:
+    """What a detector's pattern needs, read off ASCII text in a few passes of C code.
+
+    One `bytes.translate` maps digits to ``0`` and upper-case letters to ``A``, so that "has
+    seven digits" or "holds two capitals before two digits" (an IBAN's start) become counts
+    and substring tests instead of scans by a regular expression. Only for ASCII text: in
+    other text a digit pattern also matches the digits of other scripts.
+    """
+
+    __slots__ = ("_raw", "assigns", "classes", "digits", "nothing_to_find")
+
+    def __init__(self, text: str, raw: bytes) -> None:
+        self._raw = raw
+        self.classes = classes = raw.translate(_CLASSES)
+        self.digits = classes.count(b"0")
+        has_colon, has_equals = ":" in text, "=" in text
+        self.assigns = has_colon or has_equals  # `_SECRET_ASSIGNMENT` needs a ":" or "="
+        # as `_NOTHING_TO_FIND.fullmatch`: none of "@", ":", "=", "-"
+        self.nothing_to_find = not (has_colon or has_equals or "@" in text or "-" in text)
+
+    @classmethod
+    def of(cls, text: str) -> _Gates:
+        """The gates of ``text`` (ASCII)."""
+        return cls(text, text.encode("ascii"))
+
+    def may_hold_key(self) -> bool:
+        """Whether `_SHORTEST_KEY` characters of an API key's alphabet occur in a row.
+
+        Every character of every `_API_KEY` branch is a letter, a digit or one of ``_-+/=``,
+        so any match is such a run: the text is mapped to ``k`` (those) and a space (the rest)
+        and searched for the run as a substring.
+        """
+        return _KEY_RUN in self._raw.translate(_KEY_ALPHABET)
+
+    def may_hold_phone_or_card(self) -> bool:
+        """Whether `_SEVEN_DIGITS` matches.
+
+        Searched for in the mapped bytes, where each digit is the literal ``0`` that the
+        pattern's engine finds by a fast substring search.
+        """
+        return self.digits >= 7 and _SEVEN_ZEROS.search(self.classes) is not None
+
+    def may_hold_iban(self) -> bool:
+        """`_IBAN_START`: two upper-case letters, then two digits."""
+        return b"AA00" in self.classes
 
 
 def resolve(fixed: Sequence[Span], found: Sequence[Span]) -> list[Span]:
@@ -307,9 +380,15 @@ def _masked(text: str, shields: Sequence[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
-def _number_spans(text: str, phone_regions: Sequence[str]) -> list[Span]:
-    phones_or_cards = _SEVEN_DIGITS.search(text) is not None
-    ibans = _IBAN_START.search(text) is not None
+def _number_spans(
+    text: str, phone_regions: Sequence[str], gates: _Gates | None = None
+) -> list[Span]:
+    phones_or_cards = (
+        gates.may_hold_phone_or_card()
+        if gates is not None
+        else _SEVEN_DIGITS.search(text) is not None
+    )
+    ibans = gates.may_hold_iban() if gates is not None else _IBAN_START.search(text) is not None
     if not phones_or_cards and not ibans:
         return []
     refs, wide = _shields(text)

@@ -221,6 +221,67 @@ def test_a_whole_identifier_is_passed_over_as_every_detector_would(text: str) ->
     assert redact_text(text) == (text, [])
 
 
+NEAR_GATES = [
+    "xoxb-123456789",  # an API key's alphabet 14 in a row: one short of the shortest key
+    "xoxb-1234567890",  # 15: the shortest key
+    "sk-" + "a1" * 10,
+    "AKIAIOSFODNN7EXAMPL",
+    "555 013",  # six digits, then seven
+    "555 0132",
+    "(415) 555-0132",
+    "5 5 5 0 1 3 2",
+    "call 555 013",
+    "call 555 0132",
+    "AB12",
+    "ab12",
+    "GB82WEST",
+    "GB82 WEST 1234 5698 7654 32",
+    "QA58DOHB00001234567890ABCDEFG",
+    "password: hunter2hunter2",
+    "secret=hunter2hunter2",
+    "api_key=",
+    "token",
+    "Bearer ",
+    "eyJ",
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----",
+    "[redacted:email]",
+    "-",
+    "@",
+    "\x1c",
+]
+gate_parts = st.one_of(
+    secrets, words, st.sampled_from(NEAR_GATES), st.text(ALNUM + " -_.:=()+/", max_size=20)
+)
+gate_texts = st.lists(gate_parts, max_size=10).flatmap(
+    lambda parts: st.sampled_from(["", " ", "\n", "=", ":", "-"]).map(lambda j: j.join(parts))
+)
+
+
+@given(gate_texts)
+def test_the_gated_detectors_find_what_every_detector_finds(text: str) -> None:
+    """The cheap tests that skip a detector never skip one that would find something.
+
+    (Digits counted, runs of a key's alphabet, an IBAN's start: the spans are those of every
+    detector.)
+    """
+    for regions in ((), DEFAULT_PHONE_REGIONS):
+        assert _detect(text, regions, (), gated=True) == _detect(text, regions, (), gated=False)
+
+
+def test_the_gates_let_the_shortest_matches_through() -> None:
+    """At each gate's threshold, the value just long enough is found and one shorter is not."""
+    for text in NEAR_GATES:
+        assert _detect(text, ["US"], (), gated=True) == _detect(text, ["US"], (), gated=False)
+    assert [s.kind for s in detect("token xoxb-1234567890 ok")] == ["api_key"]
+    assert detect("token xoxb-123456789 ok") == []
+    assert [s.kind for s in detect("call (415) 555-0132", ["US"])] == ["phone"]
+    assert [s.kind for s in detect("call 555 0132")] == ["phone"]
+    assert detect("call 555 013") == []
+    assert [s.kind for s in detect("secret=hunter2hunter2")] == ["secret"]
+    assert [s.kind for s in detect("iban GB82WEST12345698765432.")] == ["iban"]
+    assert detect("a plain answer, with 12 numbers and 2026 in it") == []
+
+
 @given(texts_with_secrets())
 def test_keep_everything_keeps_the_text(case: tuple[str, list[str]]) -> None:
     """A policy that keeps every kind returns the text unchanged."""
