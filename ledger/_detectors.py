@@ -209,7 +209,7 @@ def _detect(
         else []
     )
     found: list[Span] = list(extra)
-    gates = _Gates.of(text) if gated and text.isascii() else None
+    gates = _Gates.of(text) if gated else None
     if gates is not None:
         digits = gates.digits > 0
         if not digits and not found and gates.nothing_to_find and not _maybe_token(text):
@@ -241,6 +241,7 @@ _CLASSES = bytes.maketrans(b"0123456789" + string.ascii_uppercase.encode(), b"0"
 """Maps each ASCII digit to ``0`` and each upper-case letter to ``A`` (the rest unchanged)."""
 _SEVEN_ZEROS = re.compile(rb"0(?:[ ().\-]{0,3}0){6}")
 """`_SEVEN_DIGITS` over ASCII text mapped by `_CLASSES` (its no-break space is not ASCII)."""
+_ASCII_BYTES = bytes(range(128))
 _SHORTEST_KEY = 15
 """No `_API_KEY` branch matches fewer characters (``xoxb-`` and ten more is the shortest)."""
 _KEY_CHARS = (string.ascii_letters + string.digits + "_-+/=").encode()
@@ -249,18 +250,21 @@ _KEY_RUN = b"k" * _SHORTEST_KEY
 
 
 class _Gates:
-    """What a detector's pattern needs, read off ASCII text in a few passes of C code.
+    """What a detector's pattern needs, read off a text in a few passes of C code.
 
-    One `bytes.translate` maps digits to ``0`` and upper-case letters to ``A``, so that "has
-    seven digits" or "holds two capitals before two digits" (an IBAN's start) become counts
-    and substring tests instead of scans by a regular expression. Only for ASCII text: in
-    other text a digit pattern also matches the digits of other scripts.
+    One `bytes.translate` of the text's UTF-8 maps digits to ``0`` and upper-case letters to
+    ``A``, so that "has seven digits" or "holds two capitals before two digits" (an IBAN's
+    start) become counts and substring tests instead of scans by a regular expression. Every
+    such pattern's characters are ASCII, but a digit pattern also matches the digits of other
+    scripts: a text that holds any gets no gates (`of`).
     """
 
-    __slots__ = ("_raw", "assigns", "classes", "digits", "nothing_to_find")
+    __slots__ = ("_ascii", "_raw", "_text", "assigns", "classes", "digits", "nothing_to_find")
 
-    def __init__(self, text: str, raw: bytes) -> None:
+    def __init__(self, text: str, raw: bytes, *, ascii_only: bool) -> None:
+        self._text = text
         self._raw = raw
+        self._ascii = ascii_only
         self.classes = classes = raw.translate(_CLASSES)
         self.digits = classes.count(b"0")
         has_colon, has_equals = ":" in text, "=" in text
@@ -269,9 +273,16 @@ class _Gates:
         self.nothing_to_find = not (has_colon or has_equals or "@" in text or "-" in text)
 
     @classmethod
-    def of(cls, text: str) -> _Gates:
-        """The gates of ``text`` (ASCII)."""
-        return cls(text, text.encode("ascii"))
+    def of(cls, text: str) -> _Gates | None:
+        """The gates of ``text``; None when it holds a digit outside ASCII."""
+        if text.isascii():
+            return cls(text, text.encode("ascii"), ascii_only=True)
+        raw = text.encode("utf-8", "surrogatepass")
+        # every byte of a character outside ASCII is >= 0x80: what is left is those characters
+        others = raw.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")
+        if _DIGIT.search(others) is not None:
+            return None
+        return cls(text, raw, ascii_only=False)
 
     def may_hold_key(self) -> bool:
         """Whether `_SHORTEST_KEY` characters of an API key's alphabet occur in a row.
@@ -285,10 +296,14 @@ class _Gates:
     def may_hold_phone_or_card(self) -> bool:
         """Whether `_SEVEN_DIGITS` matches.
 
-        Searched for in the mapped bytes, where each digit is the literal ``0`` that the
-        pattern's engine finds by a fast substring search.
+        Searched for in the mapped bytes of ASCII text, where each digit is the literal ``0``
+        that the pattern's engine finds by a fast substring search.
         """
-        return self.digits >= 7 and _SEVEN_ZEROS.search(self.classes) is not None
+        if self.digits < 7:
+            return False
+        if self._ascii:
+            return _SEVEN_ZEROS.search(self.classes) is not None
+        return _SEVEN_DIGITS.search(self._text) is not None  # it may be spaced by U+00A0
 
     def may_hold_iban(self) -> bool:
         """`_IBAN_START`: two upper-case letters, then two digits."""

@@ -245,6 +245,10 @@ NEAR_GATES = [
     "eyJ",
     "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----",
     "[redacted:email]",
+    "call 555\u00a00132",  # spaced by a no-break space: the text is not ASCII
+    "call \u0665\u0665\u0665\u0660\u0661\u0663\u0662",  # digits of another script
+    "GB\u0668\u0662WEST12345698765432",
+    "24 \u00b0C \u2014 it\u2019s",
     "-",
     "@",
     "\x1c",
