@@ -483,11 +483,23 @@ def loads(data: str | bytes) -> Any:
     An integer beyond +/-(2^53-1) can only have been written from an integral float (larger
     ints are refused on the way in; RFC 8785 prints 1e16 as 10000000000000000), so it is read
     back as that float.
+
+    Bytes are parsed by ``orjson`` (about 3x faster) unless they hold a run of 16 digits (such
+    an integer has at least that many) or ``orjson`` refuses them (NaN, a lone surrogate, a
+    number out of range, nesting past its limit): the standard decoder then reads them, and
+    every input gives what it gave before, values and errors alike.
     """
+    if type(data) is bytes and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # read below, as it always was, to its value or its error
     return _DECODER.decode(data.decode() if isinstance(data, bytes) else data)
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 16
 
 
 class _FloatsSeen(threading.local):

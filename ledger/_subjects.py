@@ -26,6 +26,7 @@ sealed blobs stay, verifiable, and read back as `ERASED`. Must not know storage,
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import hashlib
 import hmac
@@ -131,10 +132,6 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
-
 @dataclass(frozen=True)
 class SubjectKey:
     """One subject's key: its id (in sealed blobs and RunStarted) and its secret (never)."""
@@ -164,21 +161,30 @@ class SubjectKey:
         """The canonical bytes sealed in ``envelope``; ValueError when they do not open."""
         return self.open_data(envelope["data"])
 
+    @cached_property
+    def _aad(self) -> bytes:
+        return self.key_id.encode()
+
     def open_data(self, text: str) -> bytes:
         """The canonical bytes sealed in an envelope's ``data``; ValueError if they do not open."""
-        from cryptography.exceptions import InvalidTag
-
         cipher, _ = self._keys
         try:
-            data = _unb64(text)
-            return cipher.decrypt(data[:12], data[12:], self.key_id.encode())
-        except (InvalidTag, ValueError, TypeError) as e:
+            data = binascii.a2b_base64(text, strict_mode=True)
+            return cipher.decrypt(data[:12], data[12:], self._aad)
+        except (_invalid_tag(), ValueError, TypeError) as e:  # evaluated only on an error
             msg = f"the sealed blob does not open with its key ({type(e).__name__})"
             raise ValueError(msg) from None
 
     def open_value(self, envelope: Mapping[str, Any]) -> Any:
         """The JSON value sealed in ``envelope``."""
         return loads(self.open(envelope))
+
+
+@functools.cache
+def _invalid_tag() -> type[Exception]:
+    from cryptography.exceptions import InvalidTag
+
+    return InvalidTag
 
 
 @functools.lru_cache(maxsize=64)

@@ -469,3 +469,20 @@ def test_a_subject_run_offering_tools_replays_identically(opened: Ledger) -> Non
     result = replay_run(opened, run_id, raise_on_divergence=False)
     assert result.divergence is None
     assert result.identical
+
+
+def test_a_sealed_blob_opens_only_with_its_key_and_intact() -> None:
+    """Tampered ciphertext, text that is not base64 and another subject's key are refused."""
+    from agentledger.ledger._canonical import canonical_json, loads
+    from agentledger.ledger._subjects import new_subject_key
+
+    key, other = new_subject_key(), new_subject_key()
+    envelope = loads(key.seal(canonical_json({"note": "jane's address"})))
+    assert key.open_value(envelope) == {"note": "jane's address"}
+    data = envelope["data"]
+    flipped = data[:20] + ("A" if data[20] != "A" else "B") + data[21:]
+    for text, reason in ((flipped, "InvalidTag"), ("not base64!", "Error"), ("é", "ValueError")):
+        with pytest.raises(ValueError, match=rf"does not open with its key \({reason}\)"):
+            key.open_data(text)
+    with pytest.raises(ValueError, match="does not open"):
+        other.open_data(data)

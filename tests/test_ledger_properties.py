@@ -27,12 +27,13 @@ from agentledger.ledger import (
     RunInfo,
     SequentialIds,
     StepClock,
+    _canonical,
     canonical_json,
     format_timestamp,
     parse_timestamp,
     verify_run,
 )
-from agentledger.ledger._canonical import canonical_json_trusted
+from agentledger.ledger._canonical import canonical_json_trusted, loads
 from agentledger.ledger.errors import InvalidPayloadError
 from agentledger.ledger.events import EVENT_TYPES
 
@@ -154,6 +155,80 @@ def test_trusted_canonical_json_still_names_bad_scalars(value: Any, path: str, w
         canonical_json_trusted(value)
     assert caught.value.path == path
     assert words in str(caught.value)
+
+
+def _standard_loads(data: bytes) -> Any:
+    """What `loads` did before it had a fast path: the standard decoder alone (or its error)."""
+    try:
+        return ("value", _canonical._DECODER.decode(data.decode()))
+    except (ValueError, RecursionError) as error:
+        return ("error", type(error))
+
+
+def _loads_outcome(data: bytes) -> Any:
+    try:
+        return ("value", loads(data))
+    except (ValueError, RecursionError) as error:
+        return ("error", type(error))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with the types of numbers and NaN as themselves (1 is not 1.0 here)."""
+    return json.dumps(a, sort_keys=True, default=repr) == json.dumps(
+        b, sort_keys=True, default=repr
+    )
+
+
+big_numbers = st.one_of(
+    st.integers(min_value=MAX_SAFE - 2, max_value=2**70).map(str),
+    st.integers(max_value=-MAX_SAFE + 2, min_value=-(2**70)).map(str),
+    st.floats(allow_nan=False).map(repr),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-0", "-0.0", "1E400", "0.1e-400"]),
+)
+json_ish = st.lists(
+    st.one_of(
+        big_numbers,
+        st.sampled_from(["[", "]", "{", "}", ",", ":", '"', '"\\ud800"', '"\\u00e9"', "null"]),
+        st.text(max_size=4).map(json.dumps),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(json_values)
+def test_loads_reads_canonical_bytes_as_the_standard_decoder(value: Any) -> None:
+    """The fast path gives the standard decoder's values for what the ledger writes."""
+    data = canonical_json(value)
+    assert _same(_loads_outcome(data), _standard_loads(data))
+
+
+@given(st.one_of(json_ish, st.lists(big_numbers, min_size=1, max_size=4).map(",".join)))
+def test_loads_answers_any_text_as_the_standard_decoder(text: str) -> None:
+    """Big integers (read as floats), NaN, lone surrogates, broken JSON: as before."""
+    for data in (
+        text.encode("utf-8", "surrogatepass"),
+        f"[{text}]".encode("utf-8", "surrogatepass"),
+    ):
+        assert _same(_loads_outcome(data), _standard_loads(data))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[9007199254740993]",
+        b"[18446744073709551616]",
+        b"[NaN]",
+        b'"\\ud800"',
+        b"[1e999]",
+        b'"\xff"',
+        b"[" * 2000 + b"]" * 2000,
+    ],
+)
+def test_loads_keeps_the_rules_of_stored_json(data: bytes) -> None:
+    """Beyond 2^53 an integer is read as a float; what orjson refuses is read as before."""
+    assert _same(_loads_outcome(data), _standard_loads(data))
+    if data == b"[9007199254740993]":
+        assert loads(data) == [9007199254740992.0]
 
 
 # Generated runs -----------------------------------------------------------------------------
