@@ -157,11 +157,16 @@ def replay_function(
     entry: str | None = None,
     raise_on_divergence: bool = True,
     stall_timeout: float = STALL_TIMEOUT_S,
+    events: PagedEvents | None = None,
 ) -> Any:
-    """Replay a function run offline; see `agentledger.replay.replay_run`."""
+    """Replay a function run offline; see `agentledger.replay.replay_run`.
+
+    ``events``: the run's record as the caller opened it (else it is opened here).
+    """
     from agentledger.replay._replay import ReplayResult, _detached_run
 
-    events = PagedEvents(ledger, run_id)  # a long record is read a page at a time
+    if events is None:
+        events = PagedEvents(ledger, run_id)  # a long record is read a page at a time
     started = started_of(events)
     fn = resolve_function(ledger, run_id, started, entry)
     book = CallBook(ledger, run_id, events, upto=None, lock=events.lock)

@@ -43,6 +43,13 @@ class PagedEvents(Sequence[RecordedEvent]):
     def __len__(self) -> int:
         return self._count
 
+    def whole(self) -> list[RecordedEvent] | None:
+        """Every event, when the first page read holds the whole record (else None)."""
+        first = self._pages.get(0)
+        if first is None or self._count > len(first) or len(first) >= self._size:
+            return None
+        return first[: self._count]
+
     @overload
     def __getitem__(self, index: int) -> RecordedEvent: ...
 

@@ -41,7 +41,8 @@ from agentledger.ledger import (
 )
 from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
-from agentledger.replay._functions import is_function_run, replay_function
+from agentledger.replay._functions import replay_function
+from agentledger.replay._paged import PagedEvents
 from agentledger.replay._ports import Record, RecordedModel, RecordedTools
 from agentledger.replay._recorder import (
     END_KINDS,
@@ -83,10 +84,17 @@ class ReplayResult:
 class Recorded:
     """A recorded run, ready to re-execute: its events, agent, settings and prompts."""
 
-    def __init__(self, ledger: Ledger, run_id: str, prompts: PromptLibrary | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        run_id: str,
+        prompts: PromptLibrary | None = None,
+        *,
+        events: list[RecordedEvent] | None = None,
+    ) -> None:
         self.ledger = ledger
         self.run_id = run_id
-        self.events: list[RecordedEvent] = ledger.events(run_id)
+        self.events: list[RecordedEvent] = events if events is not None else ledger.events(run_id)
         first = self.events[0]
         payload = upcast(first.kind, first.version, first.payload)
         self.started = RunStarted.model_validate(payload)
@@ -283,7 +291,8 @@ def replay_run(
     refused before anything runs (`ContentErasedError` names the positions it cannot compare).
     """
     refuse_erased(ledger, run_id)
-    if entry is not None or is_function_run(ledger, run_id):
+    events = PagedEvents(ledger, run_id)  # read once: it says which kind of run this is
+    if entry is not None or (len(events) > 0 and events[0].payload.get("entry") is not None):
         if models:
             msg = "models= replaces a bundled agent's roles; a function run uses its own clients"
             raise ReplayUsageError(msg)
@@ -293,9 +302,10 @@ def replay_run(
             entry=entry,
             raise_on_divergence=raise_on_divergence,
             stall_timeout=stall_timeout,
+            events=events,
         )
         return result
-    recorded = Recorded(ledger, run_id, prompts)
+    recorded = Recorded(ledger, run_id, prompts, events=events.whole())
     holder: list[CheckingRecorder] = []
     beyond: Beyond = "diverge" if recorded.finished else "stop"
 
