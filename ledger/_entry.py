@@ -188,14 +188,16 @@ def load_entry(path: str) -> Callable[..., Any]:
     module_name, sep, qualname = path.partition(":")
     if not sep or not _dotted(module_name) or not _dotted(qualname):
         raise EntryError(f"entry {path!r} is not module:qualname (e.g. my_agents.triage:run)")
-    with _cwd_importable():
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise EntryError(
-                f"cannot import module {module_name!r} of entry {path!r}: {error} (run from "
-                "the directory the run was recorded in, set PYTHONPATH, or pass --entry)"
-            ) from None
+    module = sys.modules.get(module_name)  # imported before: what import_module returns
+    if module is None:
+        with _cwd_importable():
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as error:
+                raise EntryError(
+                    f"cannot import module {module_name!r} of entry {path!r}: {error} (run "
+                    "from the directory the run was recorded in, set PYTHONPATH, or pass --entry)"
+                ) from None
     found: Any = module
     for part in qualname.split("."):
         found = getattr(found, part, None)

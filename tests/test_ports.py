@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agentledger.ledger._ports import RandomIds
+from agentledger.ledger._ports import RandomIds, SystemClock, format_timestamp, parse_timestamp
 
 
 def test_random_ids_are_unique_within_and_across_threads() -> None:
@@ -46,3 +49,27 @@ def test_a_forked_child_draws_other_ids_than_its_parent() -> None:
         child = pipe.read()
     assert len(child) == len(parent) == 8 * 32
     assert child != parent
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+@given(st.lists(st.integers(0, 253_402_300_799_999_999_999), min_size=1, max_size=8))
+def test_the_system_clock_writes_a_moment_as_format_timestamp_does(moments: list[int]) -> None:
+    """Nanoseconds since the epoch (to the year 9999) become the same text.
+
+    One clock is reused across seconds: what it keeps of the last second never leaks into
+    another.
+    """
+    clock = SystemClock()
+    for ns in sorted(moments) + moments:
+        expected = format_timestamp(EPOCH + dt.timedelta(microseconds=ns // 1000))
+        assert clock.format_ns(ns) == expected
+
+
+def test_the_system_clock_tells_the_current_time() -> None:
+    """``now`` is RFC 3339 UTC with microseconds, and it is now."""
+    before = dt.datetime.now(dt.UTC)  # noqa: TID251 - the reference the clock is checked against
+    told = parse_timestamp(SystemClock().now())
+    after = dt.datetime.now(dt.UTC)  # noqa: TID251
+    assert before - dt.timedelta(milliseconds=1) <= told <= after + dt.timedelta(milliseconds=1)
