@@ -25,9 +25,23 @@ from agentledger.cli._format import summarize
 from agentledger.cli._report_assets import CSP, NOSCRIPT_STYLE, SCRIPT, SNAPSHOT_EVERY, STYLE
 from agentledger.ledger import RecordedEvent, RunInfo, VerifyReport
 
-__all__ = ["ReportData", "Seen", "evidence_ids_in", "render_report"]
+__all__ = [
+    "LATER_CLOSE",
+    "LATER_OPEN",
+    "ReportData",
+    "Seen",
+    "evidence_ids_in",
+    "render_report",
+    "unfold",
+]
 
 HIGHLIGHT = {"PolicyDecided", "GuardrailTripped", "RunFailed", "SynthesisProduced"}
+CHUNK_EVENTS = 100
+"""The timeline is cut into chunks of at least this many events (at top-level step bounds); all
+but the first are parsed by the script only when needed (see `_timeline`)."""
+LATER_OPEN = '<noscript class="al-later">'
+LATER_CLOSE = "</noscript><!--/al-later-->"
+"""What wraps each later chunk; run content cannot hold either (its ``<`` are escaped)."""
 VISIBLE_CHARS = 2_000
 """Longer texts show their first this many characters; the whole text is in a closed
 ``<details>`` under them."""
@@ -129,6 +143,14 @@ def render_report(data: ReportData) -> str:
         "</body></html>\n",
     ]
     return "\n".join(parts)
+
+
+def unfold(page: str) -> str:
+    """The page with every later chunk as plain markup, as a browser without scripting shows it.
+
+    For printing (``report --pdf``), where no script gets to parse the chunks.
+    """
+    return page.replace(LATER_OPEN, "").replace(LATER_CLOSE, "")
 
 
 def _kv(rows: list[tuple[str, str]]) -> str:
@@ -324,6 +346,41 @@ def _deltas_json(data: ReportData) -> str:
 def _timeline(
     data: ReportData, anchors: dict[str, str], producers: dict[str, int]
 ) -> Iterator[str]:
+    """The step tree in chunks of about `CHUNK_EVENTS` events, each cut between top-level steps.
+
+    The first chunk is plain markup; each later one is the same markup inside a
+    ``<noscript class="al-later">``, which a browser with scripting keeps as one text node (no
+    elements to build, style or lay out) and the script parses when the reader gets near it
+    (`SCRIPT`); without scripting the browser shows it as it is.
+    """
+    piece: list[str] = []
+    count, later = 0, False
+    for markup, position, top in _tree(data, anchors, producers):
+        piece.append(markup)
+        count += position is not None
+        if top and count >= CHUNK_EVENTS:
+            yield _chunk(piece, count, later=later)
+            piece, count, later = [], 0, True
+    if piece:
+        yield _chunk(piece, count, later=later)
+
+
+def _chunk(piece: list[str], count: int, *, later: bool) -> str:
+    """One chunk of the step tree, holding `count` events; see `_timeline`."""
+    body = "\n".join(piece)
+    if not later:
+        return f'<div class="al-chunk">{body}</div>'
+    return f'<div class="al-chunk" data-events="{count}">{LATER_OPEN}{body}{LATER_CLOSE}</div>'
+
+
+def _tree(
+    data: ReportData, anchors: dict[str, str], producers: dict[str, int]
+) -> Iterator[tuple[str, int | None, bool]]:
+    """The step tree's markup in pieces.
+
+    Each piece comes with its event's position (None for closing tags alone) and whether no
+    step is open after it.
+    """
     statuses = {
         e.payload.get("step_id"): e.payload.get("status")
         for e in data.events
@@ -335,21 +392,24 @@ def _timeline(
         if record.kind == "StepStarted":
             step = str(p.get("step_id"))
             status = statuses.get(step, "not completed")
-            yield (
+            opener = (
                 f'<details class="step st-{esc(status)}" open id="step-{esc(step)}">'
                 f"<summary>{esc(step)} {esc(p.get('name'))} ({esc(status)})</summary>"
             )
             open_steps.append(step)
-            yield _event(record, data, anchors, producers)
+            yield opener + _event(record, data, anchors, producers), record.position, False
         elif record.kind == "StepCompleted" and p.get("step_id") in open_steps:
-            yield _event(record, data, anchors, producers)
+            closing = ""
             while open_steps:
-                yield "</details>"
+                closing += "</details>"
                 if open_steps.pop() == p.get("step_id"):
                     break
+            event = _event(record, data, anchors, producers)
+            yield event + closing, record.position, not open_steps
         else:
-            yield _event(record, data, anchors, producers)
-    yield "</details>" * len(open_steps)
+            yield _event(record, data, anchors, producers), record.position, not open_steps
+    if open_steps:
+        yield "</details>" * len(open_steps), None, True
 
 
 def _event(
@@ -443,14 +503,14 @@ def _pre(value: Any) -> str:
     A closed ``<details>`` is parsed but not laid out, so a long text costs the browser little
     until the reader opens it.
     """
-    text = value if isinstance(value, str) else _json_text(value)
-    if len(text) <= VISIBLE_CHARS:
-        return f"<pre>{esc(text)}</pre>"
-    more = len(text) - VISIBLE_CHARS
+    whole = value if isinstance(value, str) else _json_text(value)
+    if len(whole) <= VISIBLE_CHARS:
+        return f"<pre>{esc(whole)}</pre>"
+    more = len(whole) - VISIBLE_CHARS
     return (
-        f'<pre>{esc(text[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
-        f"characters]</span></pre><details><summary>the whole text ({len(text):,} characters)"
-        f"</summary><pre>{esc(text)}</pre></details>"
+        f'<pre>{esc(whole[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
+        f"characters]</span></pre><details><summary>the whole text ({len(whole):,} characters)"
+        f"</summary><pre>{esc(whole)}</pre></details>"
     )
 
 
