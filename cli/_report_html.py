@@ -81,11 +81,20 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def esc_text(value: object) -> str:
+    """Text escaped for HTML content (not attribute values): quotes stay as they are.
+
+    JSON is full of quotes, and a long run's page holds a lot of it: ``&quot;`` would make it
+    a tenth larger for nothing, since a quote cannot end element content.
+    """
+    return html.escape(str(value), quote=False)
+
+
 def pretty(value: Any) -> str:
     """A JSON value as escaped, indented, key-sorted text (strings as themselves)."""
     if isinstance(value, str):
-        return esc(value)
-    return esc(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return esc_text(value)
+    return esc_text(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
 def script_json(value: Any) -> str:
@@ -333,7 +342,7 @@ def _world(data: ReportData) -> str:
 
 
 def _state_text(state: Any) -> str:
-    return esc(json.dumps(state, indent=2, sort_keys=True, ensure_ascii=False))
+    return esc_text(json.dumps(state, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _deltas_json(data: ReportData) -> str:
@@ -423,7 +432,7 @@ def _event(
         + (f" by {esc(actor)}" if actor else "")
         + f" <small>{esc(record.timestamp)}</small>"
         f' <button class="stbtn" type="button" data-pos="{record.position}">state here</button>'
-        f"<br>{esc(summarize(record))}</div>"
+        f"<br>{esc_text(summarize(record))}</div>"
     )
     body = _body(record, data, anchors, producers)
     return (
@@ -505,12 +514,12 @@ def _pre(value: Any) -> str:
     """
     whole = value if isinstance(value, str) else _json_text(value)
     if len(whole) <= VISIBLE_CHARS:
-        return f"<pre>{esc(whole)}</pre>"
+        return f"<pre>{esc_text(whole)}</pre>"
     more = len(whole) - VISIBLE_CHARS
     return (
-        f'<pre>{esc(whole[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
+        f'<pre>{esc_text(whole[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
         f"characters]</span></pre><details><summary>the whole text ({len(whole):,} characters)"
-        f"</summary><pre>{esc(whole)}</pre></details>"
+        f"</summary><pre>{esc_text(whole)}</pre></details>"
     )
 
 

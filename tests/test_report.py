@@ -352,9 +352,10 @@ def test_report_command_writes_the_file_and_checks_a_checkpoint(
 
 
 def _escaped(text: str) -> str:
+    """Run content as the page escapes it in element content (quotes left as they are)."""
     import html
 
-    return html.escape(text, quote=True)
+    return html.escape(text, quote=False)
 
 
 def conversation_run(calls: int, *, text: str = "") -> tuple[Ledger, str]:
