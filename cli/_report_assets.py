@@ -3,11 +3,13 @@
 Owns only constant text. The script must fetch nothing: it reads the patches embedded in the
 page (``<script type="application/json" id="al-deltas">``), folds them as RFC 7386 merge
 patches (keeping a snapshot every `SNAPSHOT_EVERY` deltas, so a slider move folds at most that
-many), and shows the state after the chosen position. Everything it shows is set with
-``textContent``, never parsed as HTML. Opening the page must stay cheap for long runs: the
-script parses and folds the patches only when the reader asks for a position (or the address
-names one, ``#state-N``), the page itself shows the final state, the "state here" buttons share
-one click handler, the controls are hidden without JavaScript by a ``<noscript>`` style (no
+many), and shows the state after the chosen position. What it shows is set with
+``textContent``; the only HTML it parses is the page's own escaped markup of a chunk (below).
+Opening the page must stay cheap for long runs: the script parses and folds the patches only
+when the reader asks for a position (or the address names one, ``#state-N``), the page itself
+shows the final state, the script adds each event's "state here" button as it builds the event
+(no bytes in the page for a button that does nothing without it) and the buttons share one
+click handler, the other controls are hidden without JavaScript by a ``<noscript>`` style (no
 restyle on load), and events off screen are not laid out (``content-visibility: auto``).
 
 The timeline after its first chunk comes as text inside ``<noscript class="al-later">``
@@ -65,7 +67,7 @@ details.step>summary{cursor:pointer;font-weight:600}
 .ev{content-visibility:auto;contain-intrinsic-size:auto 9em}
 """
 
-NOSCRIPT_STYLE = ".al-js,.stbtn{display:none}"
+NOSCRIPT_STYLE = ".al-js{display:none}"
 """Hides the viewer's controls where no script runs (inside ``<noscript>`` in the head, so a
 page with JavaScript never restyles itself on load)."""
 
@@ -135,6 +137,15 @@ document.addEventListener("click",function(e){
     document.getElementById("al-world").scrollIntoView();
   }
 });
+function buttons(root){
+  Array.prototype.forEach.call(root.querySelectorAll("div.ev>.head>small"),function(at){
+    var b=document.createElement("button");
+    b.className="stbtn";b.type="button";b.textContent="state here";
+    b.setAttribute("data-pos",at.parentNode.parentNode.id.slice(3));
+    at.after(" ",b);
+  });
+}
+buttons(document);
 var later=Array.prototype.slice.call(document.querySelectorAll("noscript.al-later"));
 var stepsOpen=true, seen=null;
 function unfold(ns){
@@ -143,6 +154,7 @@ function unfold(ns){
   later.splice(i,1);
   var box=ns.parentNode, t=document.createElement("template");
   t.innerHTML=ns.textContent;
+  buttons(t.content);
   if(!stepsOpen){
     Array.prototype.forEach.call(t.content.querySelectorAll("details.step"),function(d){
       d.open=false;});

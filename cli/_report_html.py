@@ -431,7 +431,6 @@ def _event(
         f'<span class="kind">{esc(kind)}</span>'
         + (f" by {esc(actor)}" if actor else "")
         + f" <small>{esc(record.timestamp)}</small>"
-        f' <button class="stbtn" type="button" data-pos="{record.position}">state here</button>'
         f"<br>{esc_text(summarize(record))}</div>"
     )
     body = _body(record, data, anchors, producers)

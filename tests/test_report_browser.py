@@ -91,13 +91,20 @@ def test_the_viewer_handles_deltas_that_delete_keys(tmp_path: Path) -> None:
 LATER = '<noscript class="al-later">'
 
 
-def long_report(tmp_path: Path, page_end: str = "") -> tuple[Ledger, str, Path]:
-    """The benchmark's workload at 1,000 events in a memory ledger, its page written to a file.
+def long_run() -> tuple[Ledger, str]:
+    """The benchmark's workload at 1,000 events in a memory ledger: ten chunks of timeline."""
+    ledger = Ledger.open("memory://")
+    return ledger, record_run(ledger, 1_000)
+
+
+def long_report(
+    tmp_path: Path, run: tuple[Ledger, str] | None = None, page_end: str = ""
+) -> tuple[Ledger, str, Path]:
+    """A long run (`long_run` unless given) and its page, written to a file.
 
     `page_end` is markup put just before ``</body>``, after the page's own script.
     """
-    ledger = Ledger.open("memory://")
-    run_id = record_run(ledger, 1_000)
+    ledger, run_id = run or long_run()
     page = render_report(build_report(ledger, run_id))
     assert page.count(LATER) > 5
     path = tmp_path / "report.html"
@@ -131,6 +138,18 @@ def test_a_link_to_the_last_evidence_lands_on_its_tool_result(tmp_path: Path) ->
     assert f'<span class="evid al-target" id="{anchor}">' in dom.split(holder)[1]
 
 
+def test_each_built_event_gets_a_state_button_that_shows_the_state_there(tmp_path: Path) -> None:
+    """The script adds "state here" to every event it builds; far down the run, it works too."""
+    ledger, run_id = long_run()
+    late = [e.position for e in ledger.events(run_id) if e.kind == "DeltaApplied"][-2]
+    probe = f'<script>document.querySelector("#ev-{late} .stbtn").click();</script>'
+    _, _, path = long_report(tmp_path, (ledger, run_id), probe)
+    dom = chromium(tmp_path, "--dump-dom", f"{path.as_uri()}#ev-{late}").stdout.decode()
+    assert shown_state(dom) == (late, world_state(ledger, run_id, late))
+    events = built(dom).count('<div class="ev ')
+    assert built(dom).count('<button class="stbtn" type="button" data-pos="') == events
+
+
 def test_after_load_the_script_builds_the_whole_timeline(tmp_path: Path) -> None:
     """Given time after load, every chunk is built: each event is an element, in order."""
     ledger, run_id, path = long_report(tmp_path)
@@ -150,8 +169,7 @@ def test_the_find_shortcut_builds_the_timeline_so_find_sees_the_last_step(
     ``window.find`` searches the page as the find bar does. Just after load the last step's
     text is still in an unbuilt chunk, so it is not found until the shortcut is pressed.
     """
-    ledger = Ledger.open("memory://")
-    run_id = record_run(ledger, 1_000)
+    ledger, run_id = long_run()
     last = [e for e in ledger.events(run_id) if e.kind == "ToolReturned"][-1]
     needle = json.dumps(str(last.payload["data"]["text"])[:60])
     probe = (
@@ -159,7 +177,7 @@ def test_the_find_shortcut_builds_the_timeline_so_find_sees_the_last_step(
         'document.dispatchEvent(new KeyboardEvent("keydown",{key:"f",ctrlKey:true}));'
         f'document.body.setAttribute("data-found",before+" "+window.find({needle}));</script>'
     )
-    _, _, path = long_report(tmp_path, probe)
+    _, _, path = long_report(tmp_path, (ledger, run_id), probe)
     dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
     assert 'data-found="false true"' in dom
     assert LATER not in dom  # every chunk was built
