@@ -182,11 +182,12 @@ function reveal(id){
   }
   return el;
 }
+function decode(s){try{return decodeURIComponent(s);}catch(e){return s;}}
 function target(){
   var m=/^#state-(\d+)$/.exec(location.hash);
   if(m){show(parseInt(m[1],10));return;}
   if(location.hash.length<2){return;}
-  var id=decodeURIComponent(location.hash.slice(1));
+  var id=decode(location.hash.slice(1));
   var old=document.querySelector(".al-target");
   if(old!==null){old.classList.remove("al-target");}
   var missing=document.getElementById(id)===null, el=reveal(id);
@@ -194,7 +195,7 @@ function target(){
 }
 document.addEventListener("click",function(e){
   var a=e.target instanceof Element?e.target.closest('a[href^="#"]'):null;
-  if(a!==null){reveal(decodeURIComponent(a.getAttribute("href").slice(1)));}
+  if(a!==null){reveal(decode(a.getAttribute("href").slice(1)));}
 },true);
 window.addEventListener("hashchange",target);
 document.addEventListener("keydown",function(e){
