@@ -221,8 +221,12 @@ if("IntersectionObserver" in window){
   },{rootMargin:"1500px 0px"});
   later.forEach(function(ns){seen.observe(ns.parentNode);});
 }
-var idle=window.requestIdleCallback||function(f){return setTimeout(f,1);};
-function rest(){if(later.length){unfold(later[0]);idle(rest,{timeout:500});}}
+var idle=window.requestIdleCallback||function(f){
+  return setTimeout(function(){f({timeRemaining:function(){return 0;}});},1);};
+function rest(deadline){
+  do{if(later.length){unfold(later[0]);}}while(later.length&&deadline.timeRemaining()>10);
+  if(later.length){idle(rest,{timeout:500});}
+}
 idle(rest,{timeout:500});
 target();
 })();
