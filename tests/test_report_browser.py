@@ -183,6 +183,19 @@ def test_the_find_shortcut_builds_the_timeline_so_find_sees_the_last_step(
     assert LATER not in dom  # every chunk was built
 
 
+def test_collapse_all_also_folds_the_steps_built_after_it(tmp_path: Path) -> None:
+    """After "collapse all", the steps of chunks built later come folded too."""
+    probe = (
+        '<script>document.getElementById("al-collapse").click();'
+        'document.dispatchEvent(new KeyboardEvent("keydown",{key:"f",ctrlKey:true}));</script>'
+    )
+    _, _, path = long_report(tmp_path, page_end=probe)
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout.decode()
+    assert LATER not in dom
+    assert dom.count('<details class="step st-ok"') > 150
+    assert '<details class="step st-ok" open' not in dom
+
+
 def test_a_screenshot_of_the_page_is_not_blank(tmp_path: Path) -> None:
     """The drawn page has content: its PNG rows differ from one another and from white."""
     _, _, path = written_report(tmp_path, "reasoning.jsonl")
