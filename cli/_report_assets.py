@@ -3,12 +3,22 @@
 Owns only constant text. The script must fetch nothing: it reads the patches embedded in the
 page (``<script type="application/json" id="al-deltas">``), folds them as RFC 7386 merge
 patches (keeping a snapshot every `SNAPSHOT_EVERY` deltas, so a slider move folds at most that
-many), and shows the state after the chosen position. Everything it shows is set with
-``textContent``, never parsed as HTML. Opening the page must stay cheap for long runs: the
-script parses and folds the patches only when the reader asks for a position (or the address
-names one, ``#state-N``), the page itself shows the final state, the "state here" buttons share
-one click handler, the controls are hidden without JavaScript by a ``<noscript>`` style (no
+many), and shows the state after the chosen position. What it shows is set with
+``textContent``; the only HTML it parses is the page's own escaped markup of a chunk (below).
+Opening the page must stay cheap for long runs: the script parses and folds the patches only
+when the reader asks for a position (or the address names one, ``#state-N``), the page itself
+shows the final state, the script adds each event's "state here" button as it builds the event
+(no bytes in the page for a button that does nothing without it) and the buttons share one
+click handler, the other controls are hidden without JavaScript by a ``<noscript>`` style (no
 restyle on load), and events off screen are not laid out (``content-visibility: auto``).
+
+The timeline after its first chunk comes as text inside ``<noscript class="al-later">``
+elements (the page's own escaped markup, see `_report_html._timeline`), which cost the browser
+one text node each. The script parses a chunk (through an inert ``<template>``) when it comes
+within 1500 px of the viewport, when a link or the address names an element inside it, and
+otherwise one chunk per idle moment after load, until the whole timeline is built; Ctrl/Cmd+F
+and printing build the rest at once, so the browser's find and print see every event. Until a
+chunk is built its box is held at about 10 em per event, so the scroll bar stays roughly true.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ details.step>summary{cursor:pointer;font-weight:600}
 .msg{margin:.2em 0 .2em 1em}.role{font-weight:600}
 .evid{background:#c8e6c9;padding:0 .2em;border-radius:2px}
 .missing{background:#ffcdd2}
-:target{outline:3px solid #1565c0}
+:target,.al-target{outline:3px solid #1565c0}
 #world-state{max-height:30em}
 #al-slider{width:70%;vertical-align:middle}
 .stbtn{font-size:.8em;margin-left:.6em}
@@ -57,7 +67,7 @@ details.step>summary{cursor:pointer;font-weight:600}
 .ev{content-visibility:auto;contain-intrinsic-size:auto 9em}
 """
 
-NOSCRIPT_STYLE = ".al-js,.stbtn{display:none}"
+NOSCRIPT_STYLE = ".al-js{display:none}"
 """Hides the viewer's controls where no script runs (inside ``<noscript>`` in the head, so a
 page with JavaScript never restyles itself on load)."""
 
@@ -127,13 +137,97 @@ document.addEventListener("click",function(e){
     document.getElementById("al-world").scrollIntoView();
   }
 });
+function buttons(root){
+  Array.prototype.forEach.call(root.querySelectorAll("div.ev>.head>small"),function(at){
+    var b=document.createElement("button");
+    b.className="stbtn";b.type="button";b.textContent="state here";
+    b.setAttribute("data-pos",at.parentNode.parentNode.id.slice(3));
+    at.after(" ",b);
+  });
+}
+buttons(document);
+var later=Array.prototype.slice.call(document.querySelectorAll("noscript.al-later"));
+var stepsOpen=true, seen=null;
+function unfold(ns){
+  var i=later.indexOf(ns);
+  if(i<0){return;}
+  later.splice(i,1);
+  var box=ns.parentNode, t=document.createElement("template");
+  t.innerHTML=ns.textContent;
+  buttons(t.content);
+  if(!stepsOpen){
+    Array.prototype.forEach.call(t.content.querySelectorAll("details.step"),function(d){
+      d.open=false;});
+  }
+  box.replaceChild(t.content,ns);
+  box.style.minHeight="";
+  if(seen!==null){seen.unobserve(box);}
+}
+function unfoldAll(){while(later.length){unfold(later[0]);}}
+function attr(s){
+  return s.replace(/&/g,"&amp;").replace(/</g,"&lt;").replace(/>/g,"&gt;")
+    .replace(/"/g,"&quot;").replace(/'/g,"&#x27;");
+}
+function reveal(id){
+  var el=document.getElementById(id);
+  if(el===null){
+    var needle=' id="'+attr(id)+'"';
+    for(var i=0;i<later.length;i++){
+      if(later[i].textContent.indexOf(needle)>=0){unfold(later[i]);break;}
+    }
+    el=document.getElementById(id);
+  }
+  for(var d=el&&el.parentElement;d!==null&&d!==undefined;d=d.parentElement){
+    if(d.tagName==="DETAILS"&&!d.open){d.open=true;}
+  }
+  return el;
+}
+function decode(s){try{return decodeURIComponent(s);}catch(e){return s;}}
+function target(){
+  var m=/^#state-(\d+)$/.exec(location.hash);
+  if(m){show(parseInt(m[1],10));return;}
+  if(location.hash.length<2){return;}
+  var id=decode(location.hash.slice(1));
+  var old=document.querySelector(".al-target");
+  if(old!==null){old.classList.remove("al-target");}
+  var missing=document.getElementById(id)===null, el=reveal(id);
+  if(el!==null&&missing){el.classList.add("al-target");el.scrollIntoView();}
+}
+document.addEventListener("click",function(e){
+  var a=e.target instanceof Element?e.target.closest('a[href^="#"]'):null;
+  if(a!==null){reveal(decode(a.getAttribute("href").slice(1)));}
+},true);
+window.addEventListener("hashchange",target);
+document.addEventListener("keydown",function(e){
+  if((e.ctrlKey||e.metaKey)&&(e.key==="f"||e.key==="F"||e.key==="g"||e.key==="G")){unfoldAll();}
+});
+window.addEventListener("beforeprint",unfoldAll);
 function setAll(open){
+  stepsOpen=open;
   Array.prototype.forEach.call(document.querySelectorAll("details.step"),function(d){
     d.open=open;});
 }
 document.getElementById("al-expand").addEventListener("click",function(){setAll(true);});
 document.getElementById("al-collapse").addEventListener("click",function(){setAll(false);});
-var m=/^#state-(\d+)$/.exec(location.hash);
-if(m){show(parseInt(m[1],10));}
+later.forEach(function(ns){
+  var box=ns.parentNode;
+  box.style.minHeight=(10*parseInt(box.getAttribute("data-events"),10))+"em";
+});
+if("IntersectionObserver" in window){
+  seen=new IntersectionObserver(function(entries){
+    entries.forEach(function(en){
+      if(en.isIntersecting){unfold(en.target.querySelector("noscript.al-later"));}
+    });
+  },{rootMargin:"1500px 0px"});
+  later.forEach(function(ns){seen.observe(ns.parentNode);});
+}
+var idle=window.requestIdleCallback||function(f){
+  return setTimeout(function(){f({timeRemaining:function(){return 0;}});},1);};
+function rest(deadline){
+  do{if(later.length){unfold(later[0]);}}while(later.length&&deadline.timeRemaining()>10);
+  if(later.length){idle(rest,{timeout:500});}
+}
+idle(rest,{timeout:500});
+target();
 })();
 """

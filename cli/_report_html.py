@@ -9,7 +9,10 @@ payload can close a tag. The page is linear in the run's length: each DeltaAppli
 embedded once and the script folds them on demand (the final state is written once, for readers
 without JavaScript and for the first view), and each conversation message is shown once (a model
 call names the earlier call that shows the rest). A text past `VISIBLE_CHARS` shows its start,
-with the whole in a closed ``<details>``, which the browser parses but does not lay out.
+with the whole in a closed ``<details>``, which the browser parses but does not lay out. Past
+its first `CHUNK_EVENTS` events the step tree comes in chunks of the same markup wrapped in
+``<noscript>``, which the script builds as the reader needs them (`_timeline`), so opening a
+long run's page does not build every event first.
 """
 
 from __future__ import annotations
@@ -25,9 +28,23 @@ from agentledger.cli._format import summarize
 from agentledger.cli._report_assets import CSP, NOSCRIPT_STYLE, SCRIPT, SNAPSHOT_EVERY, STYLE
 from agentledger.ledger import RecordedEvent, RunInfo, VerifyReport
 
-__all__ = ["ReportData", "Seen", "evidence_ids_in", "render_report"]
+__all__ = [
+    "LATER_CLOSE",
+    "LATER_OPEN",
+    "ReportData",
+    "Seen",
+    "evidence_ids_in",
+    "render_report",
+    "unfold",
+]
 
 HIGHLIGHT = {"PolicyDecided", "GuardrailTripped", "RunFailed", "SynthesisProduced"}
+CHUNK_EVENTS = 100
+"""The timeline is cut into chunks of at least this many events (at top-level step bounds); all
+but the first are parsed by the script only when needed (see `_timeline`)."""
+LATER_OPEN = '<noscript class="al-later">'
+LATER_CLOSE = "</noscript><!--/al-later-->"
+"""What wraps each later chunk; run content cannot hold either (its ``<`` are escaped)."""
 VISIBLE_CHARS = 2_000
 """Longer texts show their first this many characters; the whole text is in a closed
 ``<details>`` under them."""
@@ -67,11 +84,20 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def esc_text(value: object) -> str:
+    """Text escaped for HTML content (not attribute values): quotes stay as they are.
+
+    JSON is full of quotes, and a long run's page holds a lot of it: ``&quot;`` made the
+    benchmark's page 13% larger for nothing, since a quote cannot end element content.
+    """
+    return html.escape(str(value), quote=False)
+
+
 def pretty(value: Any) -> str:
     """A JSON value as escaped, indented, key-sorted text (strings as themselves)."""
     if isinstance(value, str):
-        return esc(value)
-    return esc(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return esc_text(value)
+    return esc_text(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
 def script_json(value: Any) -> str:
@@ -129,6 +155,14 @@ def render_report(data: ReportData) -> str:
         "</body></html>\n",
     ]
     return "\n".join(parts)
+
+
+def unfold(page: str) -> str:
+    """The page with every later chunk as plain markup, as a browser without scripting shows it.
+
+    For printing (``report --pdf``), where no script gets to parse the chunks.
+    """
+    return page.replace(LATER_OPEN, "").replace(LATER_CLOSE, "")
 
 
 def _kv(rows: list[tuple[str, str]]) -> str:
@@ -311,7 +345,7 @@ def _world(data: ReportData) -> str:
 
 
 def _state_text(state: Any) -> str:
-    return esc(json.dumps(state, indent=2, sort_keys=True, ensure_ascii=False))
+    return esc_text(json.dumps(state, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _deltas_json(data: ReportData) -> str:
@@ -324,6 +358,41 @@ def _deltas_json(data: ReportData) -> str:
 def _timeline(
     data: ReportData, anchors: dict[str, str], producers: dict[str, int]
 ) -> Iterator[str]:
+    """The step tree in chunks of about `CHUNK_EVENTS` events, each cut between top-level steps.
+
+    The first chunk is plain markup; each later one is the same markup inside a
+    ``<noscript class="al-later">``, which a browser with scripting keeps as one text node (no
+    elements to build, style or lay out) and the script parses when the reader gets near it
+    (`SCRIPT`); without scripting the browser shows it as it is.
+    """
+    piece: list[str] = []
+    count, later = 0, False
+    for markup, position, top in _tree(data, anchors, producers):
+        piece.append(markup)
+        count += position is not None
+        if top and count >= CHUNK_EVENTS:
+            yield _chunk(piece, count, later=later)
+            piece, count, later = [], 0, True
+    if piece:
+        yield _chunk(piece, count, later=later)
+
+
+def _chunk(piece: list[str], count: int, *, later: bool) -> str:
+    """One chunk of the step tree, holding `count` events; see `_timeline`."""
+    body = "\n".join(piece)
+    if not later:
+        return f'<div class="al-chunk">{body}</div>'
+    return f'<div class="al-chunk" data-events="{count}">{LATER_OPEN}{body}{LATER_CLOSE}</div>'
+
+
+def _tree(
+    data: ReportData, anchors: dict[str, str], producers: dict[str, int]
+) -> Iterator[tuple[str, int | None, bool]]:
+    """The step tree's markup in pieces.
+
+    Each piece comes with its event's position (None for closing tags alone) and whether no
+    step is open after it.
+    """
     statuses = {
         e.payload.get("step_id"): e.payload.get("status")
         for e in data.events
@@ -335,21 +404,24 @@ def _timeline(
         if record.kind == "StepStarted":
             step = str(p.get("step_id"))
             status = statuses.get(step, "not completed")
-            yield (
+            opener = (
                 f'<details class="step st-{esc(status)}" open id="step-{esc(step)}">'
                 f"<summary>{esc(step)} {esc(p.get('name'))} ({esc(status)})</summary>"
             )
             open_steps.append(step)
-            yield _event(record, data, anchors, producers)
+            yield opener + _event(record, data, anchors, producers), record.position, False
         elif record.kind == "StepCompleted" and p.get("step_id") in open_steps:
-            yield _event(record, data, anchors, producers)
+            closing = ""
             while open_steps:
-                yield "</details>"
+                closing += "</details>"
                 if open_steps.pop() == p.get("step_id"):
                     break
+            event = _event(record, data, anchors, producers)
+            yield event + closing, record.position, not open_steps
         else:
-            yield _event(record, data, anchors, producers)
-    yield "</details>" * len(open_steps)
+            yield _event(record, data, anchors, producers), record.position, not open_steps
+    if open_steps:
+        yield "</details>" * len(open_steps), None, True
 
 
 def _event(
@@ -362,8 +434,7 @@ def _event(
         f'<span class="kind">{esc(kind)}</span>'
         + (f" by {esc(actor)}" if actor else "")
         + f" <small>{esc(record.timestamp)}</small>"
-        f' <button class="stbtn" type="button" data-pos="{record.position}">state here</button>'
-        f"<br>{esc(summarize(record))}</div>"
+        f"<br>{esc_text(summarize(record))}</div>"
     )
     body = _body(record, data, anchors, producers)
     return (
@@ -443,14 +514,14 @@ def _pre(value: Any) -> str:
     A closed ``<details>`` is parsed but not laid out, so a long text costs the browser little
     until the reader opens it.
     """
-    text = value if isinstance(value, str) else _json_text(value)
-    if len(text) <= VISIBLE_CHARS:
-        return f"<pre>{esc(text)}</pre>"
-    more = len(text) - VISIBLE_CHARS
+    whole = value if isinstance(value, str) else _json_text(value)
+    if len(whole) <= VISIBLE_CHARS:
+        return f"<pre>{esc_text(whole)}</pre>"
+    more = len(whole) - VISIBLE_CHARS
     return (
-        f'<pre>{esc(text[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
-        f"characters]</span></pre><details><summary>the whole text ({len(text):,} characters)"
-        f"</summary><pre>{esc(text)}</pre></details>"
+        f'<pre>{esc_text(whole[:VISIBLE_CHARS])}<span class="cut"> [... {more:,} more '
+        f"characters]</span></pre><details><summary>the whole text ({len(whole):,} characters)"
+        f"</summary><pre>{esc_text(whole)}</pre></details>"
     )
 
 

@@ -1,10 +1,11 @@
 """``report --pdf FILE``: print a report page to PDF through a headless Chromium.
 
-The page is written to a private temporary directory with every ``<details>`` opened (a printed
-page cannot be clicked), and Chromium prints it with networking, extensions and its first-run
-chores off, into a throw-away profile. The browser is ``$AGENTLEDGER_CHROMIUM`` or the first of
-``chromium``, ``chromium-browser``, ``google-chrome`` on the PATH; none gives a clear error
-naming how to install one. Must not read the ledger.
+The page is written to a private temporary directory with every ``<details>`` opened and every
+chunk of the timeline unwrapped (a printed page cannot be clicked or scrolled), and Chromium
+prints it with networking, extensions and its first-run chores off, into a throw-away profile.
+The browser is ``$AGENTLEDGER_CHROMIUM`` or the first of ``chromium``, ``chromium-browser``,
+``google-chrome`` on the PATH; none gives a clear error naming how to install one.
+Must not read the ledger.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from agentledger.cli._common import CliError
+from agentledger.cli._report_html import unfold
 
 __all__ = ["BROWSERS", "ENV_BROWSER", "find_browser", "print_pdf"]
 
@@ -44,7 +46,12 @@ def find_browser() -> str | None:
 
 
 def expanded(page: str) -> str:
-    """The page with every ``<details>`` open, so that printing shows what it folds away."""
+    """The page with every ``<details>`` open, so that printing shows what it folds away.
+
+    The timeline's later chunks are unwrapped too (`unfold`), so the printed page holds every
+    event whether or not the page's script has built them by the time Chromium prints.
+    """
+    page = unfold(page)
     return page.replace("<details>", "<details open>").replace("<details ", "<details open ")
 
 

@@ -21,10 +21,14 @@ import pytest
 from agentledger.cli._main import main
 from agentledger.cli._report import build_report
 from agentledger.cli._report_html import (
+    CHUNK_EVENTS,
+    LATER_CLOSE,
+    LATER_OPEN,
     VISIBLE_CHARS,
     ReportData,
     evidence_ids_in,
     render_report,
+    unfold,
 )
 from agentledger.ledger import Ledger, Problem, VerifyReport
 from agentledger.ledger.events import ToolErrorInfo
@@ -348,9 +352,10 @@ def test_report_command_writes_the_file_and_checks_a_checkpoint(
 
 
 def _escaped(text: str) -> str:
+    """Run content as the page escapes it in element content (quotes left as they are)."""
     import html
 
-    return html.escape(text, quote=True)
+    return html.escape(text, quote=False)
 
 
 def conversation_run(calls: int, *, text: str = "") -> tuple[Ledger, str]:
@@ -457,3 +462,63 @@ def test_a_printed_page_opens_every_folded_section() -> None:
     page = '<details><summary>a</summary></details><details class="step" open id="s">'
     assert expanded(page).count("<details open") == 2
     assert "<details>" not in expanded(page)
+
+
+def stepped_run(steps: int, *, text: str = "") -> tuple[Ledger, str]:
+    """A run of `steps` steps, each a tool call, its result (evidence ``doc:N``) and a delta."""
+    ledger = Ledger.open("memory://")
+    with ledger.record_run("stepped") as run:
+        for index in range(steps):
+            with run.step("act", {"index": index}) as step:
+                call_id, position = run.tool_call("search", {"q": index}, step_id=step)
+                data = {"evidence_id": f"doc:{index}", "text": f"result {index} {text}"}
+                run.tool_result(call_id, ok=True, type="search", data=data, caused_by=position)
+                run.delta({"last": index}, step_id=step)
+        run.answer("done", evidence_ids=[f"doc:{steps - 1}"])
+    return ledger, run.run_id
+
+
+def chunks_of(page: str) -> list[str]:
+    """The timeline's chunks: the markup of each ``al-chunk`` box (later ones still wrapped)."""
+    timeline = page[page.index('<div class="al-chunk"') : page.index('<script type="application')]
+    return timeline.split('<div class="al-chunk"')[1:]
+
+
+def test_a_long_timeline_is_cut_into_chunks_between_top_level_steps() -> None:
+    """The first chunk is markup; each later one is wrapped for the script; steps stay whole."""
+    ledger, run_id = stepped_run(100)
+    page = render_report(build_report(ledger, run_id))
+    chunks = chunks_of(page)
+    assert len(chunks) > 3
+    assert LATER_OPEN not in chunks[0]
+    assert all(c.count(LATER_OPEN) == c.count(LATER_CLOSE) == 1 for c in chunks[1:])
+    for chunk in chunks:
+        assert chunk.count("<details") == chunk.count("</details>")
+        events = chunk.count('<div class="ev ')
+        assert events >= CHUNK_EVENTS or chunk is chunks[-1]
+    positions = [int(p) for p in re.findall(r'<div class="ev [^"]*" id="ev-(\d+)"', page)]
+    assert positions == [e.position for e in ledger.events(run_id)]
+
+
+def test_markup_in_a_later_chunk_cannot_close_it() -> None:
+    """Run content in a wrapped chunk holding ``</noscript>`` and a script stays text."""
+    ledger, run_id = stepped_run(60, text=f"</noscript>{EVIL}")
+    text = render_report(build_report(ledger, run_id))
+    page = parse(text)
+    assert len(page.scripts) == 2
+    assert text.count("</noscript>") == text.count(LATER_CLOSE) + 2  # the head's and the viewer's
+    assert text.count("&lt;/noscript&gt;") >= 60  # each tool result shows it, escaped
+    assert all("&lt;/noscript&gt;" in chunk for chunk in chunks_of(text)[1:-1])
+
+
+def test_the_printed_page_holds_every_chunk_unwrapped() -> None:
+    """``report --pdf`` prints markup for every event: no chunk is left for a script to build."""
+    from agentledger.cli._report_pdf import expanded
+
+    ledger, run_id = stepped_run(100)
+    page = render_report(build_report(ledger, run_id))
+    printed = expanded(page)
+    assert LATER_OPEN not in printed
+    assert LATER_CLOSE not in printed
+    assert unfold(page).count('<div class="ev ') == len(ledger.events(run_id))
+    assert parse(printed).ids.keys() == parse(page).ids.keys()
