@@ -484,12 +484,12 @@ def loads(data: str | bytes) -> Any:
     ints are refused on the way in; RFC 8785 prints 1e16 as 10000000000000000), so it is read
     back as that float.
 
-    Bytes are parsed by ``orjson`` (about 3x faster) unless they hold a run of 16 digits (such
-    an integer has at least that many) or ``orjson`` refuses them (NaN, a lone surrogate, a
-    number out of range, nesting past its limit): the standard decoder then reads them, and
-    every input gives what it gave before, values and errors alike.
+    Bytes are parsed by ``orjson`` (about 3x faster) unless they may hold an integer of 16
+    digits or more (`_long_integer`) or ``orjson`` refuses them (NaN, a lone surrogate, a number
+    out of range, nesting past its limit): the standard decoder then reads them, and every
+    input gives what it gave before, values and errors alike.
     """
-    if type(data) is bytes and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+    if type(data) is bytes and not _long_integer(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -500,6 +500,38 @@ def loads(data: str | bytes) -> Any:
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 16
+_DIGIT_BYTE = ord("0")
+_FRACTION_OR_EXPONENT = frozenset(b".eE")
+_EXPONENT_MARK = frozenset(b"eE")
+_SIGN_MARK = frozenset(b"+-")
+
+
+def _long_integer(data: bytes) -> bool:
+    """Whether JSON ``data`` may hold an integer token of 16 digits or more (2^53 has 16).
+
+    Each run of 16 digits or more is looked at: it is part of a float when a ``.`` or an
+    exponent comes right before it or a ``.`` or an ``e`` right after it (in JSON that ``orjson``
+    accepts, no integer token touches either); any other, a run inside a string included,
+    counts. Floats written with 16 or 17 digits are common (``0.4677408879386158``).
+    """
+    mapped = data.translate(_DIGITS_AS_ZERO)
+    found = mapped.find(_LONG_NUMBER)
+    size = len(mapped)
+    while found != -1:
+        start, end = found, found + len(_LONG_NUMBER)
+        while start > 0 and mapped[start - 1] == _DIGIT_BYTE:
+            start -= 1
+        while end < size and mapped[end] == _DIGIT_BYTE:
+            end += 1
+        before = data[start - 1] if start > 0 else 0
+        exponent = before in _EXPONENT_MARK or (
+            before in _SIGN_MARK and start > 1 and data[start - 2] in _EXPONENT_MARK
+        )
+        after = data[end] if end < size else 0
+        if not (before == ord(".") or exponent or after in _FRACTION_OR_EXPONENT):
+            return True
+        found = mapped.find(_LONG_NUMBER, end)
+    return False
 
 
 class _FloatsSeen(threading.local):

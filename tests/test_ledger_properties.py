@@ -183,6 +183,10 @@ big_numbers = st.one_of(
     st.integers(min_value=MAX_SAFE - 2, max_value=2**70).map(str),
     st.integers(max_value=-MAX_SAFE + 2, min_value=-(2**70)).map(str),
     st.floats(allow_nan=False).map(repr),
+    st.floats(min_value=1e15, max_value=1e21).map(repr),  # 16 digits or more before the "."
+    st.floats(min_value=-1, max_value=1).map(repr),  # 16 or 17 after it
+    st.integers(0, 10**20).map(lambda n: f"1e{n}"),
+    st.integers(0, 10**20).map(lambda n: f"-2.5E-{n}"),
     st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-0", "-0.0", "1E400", "0.1e-400"]),
 )
 json_ish = st.lists(
@@ -222,6 +226,9 @@ def test_loads_answers_any_text_as_the_standard_decoder(text: str) -> None:
         b"[1e999]",
         b'"\xff"',
         b"[" * 2000 + b"]" * 2000,
+        b'{"v":[47,0.4677408879386158],"n":-9007199254740993}',
+        b'{"e":1.5e-10000000000000000,"n":12345678901234567}',
+        b'{"s":"call 12345678901234567","f":1234567890123456.8}',
     ],
 )
 def test_loads_keeps_the_rules_of_stored_json(data: bytes) -> None:
@@ -229,6 +236,14 @@ def test_loads_keeps_the_rules_of_stored_json(data: bytes) -> None:
     assert _same(_loads_outcome(data), _standard_loads(data))
     if data == b"[9007199254740993]":
         assert loads(data) == [9007199254740992.0]
+
+
+def test_a_float_of_sixteen_digits_does_not_leave_the_fast_path() -> None:
+    """Only an integer token of 16 digits or more needs the standard decoder."""
+    assert not _canonical._long_integer(b'{"v":[47,0.4677408879386158],"t":1.2345678901234567e-7}')
+    assert not _canonical._long_integer(b"[1234567890123456.8, 2.5E+1000000000000000000]")
+    assert _canonical._long_integer(b"[1,-12345678901234567]")
+    assert _canonical._long_integer(b'{"phone":"+4915112345678901"}')  # a string: cautious
 
 
 # Generated runs -----------------------------------------------------------------------------
