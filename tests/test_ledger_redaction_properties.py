@@ -19,7 +19,12 @@ import phonenumbers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from agentledger.ledger._detectors import _detect
+from agentledger.ledger._detectors import (
+    _PHONE_CANDIDATE,
+    _detect,
+    _phones_in,
+    _phones_in_reference,
+)
 from agentledger.ledger.redaction import (
     DEFAULT_PHONE_REGIONS,
     RedactionPolicy,
@@ -284,6 +289,57 @@ def test_the_gates_let_the_shortest_matches_through() -> None:
     assert [s.kind for s in detect("secret=hunter2hunter2")] == ["secret"]
     assert [s.kind for s in detect("iban GB82WEST12345698765432.")] == ["iban"]
     assert detect("a plain answer, with 12 numbers and 2026 in it") == []
+
+
+PHONE_FORMS = [
+    "+44 20 7946 0958",
+    "+1 (415) 555-0132",
+    "(+33) 6 12 34 56 78",
+    "+49 30 901820",
+    "+91 98765 43210",
+    "(415) 555-0132",
+    "415.555.0132",
+    "020 7946 0958",
+    "030 901820",
+    "06 12 34 56 78",
+    "098765 43210",
+    "00 44 20 7946 0958",
+    "011 44 20 7946 0958",
+    "2026-11-25",
+    "1234567",
+    "555 0132 555 0133",
+]
+phone_texts = st.lists(
+    st.one_of(st.sampled_from(PHONE_FORMS), st.text("0123456789 ().-+", max_size=24)), max_size=4
+).map(" ".join)
+REGION_SETS = ((), DEFAULT_PHONE_REGIONS, ("US",), ("IN", "DE"))
+
+
+@given(phone_texts)
+def test_phone_windows_are_matched_as_every_attempt_would(text: str) -> None:
+    """A window's numbers are those every attempt finds, the first time and the next.
+
+    (The attempt without a region is skipped where no ``+`` is written, and each window's
+    matches are remembered.)
+    """
+    for match in _PHONE_CANDIDATE.finditer(text):
+        window, offset = match.group(0), match.start()
+        for regions in REGION_SETS:
+            expected = list(_phones_in_reference(window, offset, regions))
+            assert list(_phones_in(window, offset, regions)) == expected
+            assert list(_phones_in(window, offset + 3, regions)) == [
+                span._replace(start=span.start + 3, end=span.end + 3) for span in expected
+            ]
+
+
+def test_phone_forms_are_found_with_and_without_their_plus() -> None:
+    """The examples the property test starts from: international forms need no region."""
+    found = {form: list(_phones_in(form, 0, ())) for form in PHONE_FORMS}
+    assert found["+44 20 7946 0958"]
+    assert found["(+33) 6 12 34 56 78"]
+    assert not found["(415) 555-0132"]
+    assert not found["2026-11-25"]
+    assert list(_phones_in("(415) 555-0132", 0, ("US",)))
 
 
 @given(texts_with_secrets())
