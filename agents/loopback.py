@@ -213,6 +213,7 @@ class _Server(ThreadingHTTPServer):
     """The listening server: a thread per connection, quiet when a client drops one."""
 
     daemon_threads = True
+    request_queue_size = 256  # many clients connecting at once (100 concurrent async runs)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Ignore a connection the client closed or reset (SDKs close streams they finished)."""

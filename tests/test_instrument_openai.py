@@ -583,3 +583,32 @@ def test_one_client_used_from_several_threads_records_every_call(server: Loopbac
     assert answers == [f"echo: q{n}" for n in range(8)]
     recorded = sorted(c.response["choices"][0]["message"]["content"] for c in port.calls)  # type: ignore[index]
     assert recorded == sorted(answers)
+
+
+def test_a_hundred_runs_at_once_each_record_their_calls(
+    server: LoopbackServer, ledger: Ledger
+) -> None:
+    """100 async runs connecting to one server at once: every call is answered and recorded.
+
+    (The server queues as many connections as arrive together; with the standard library's
+    default of five, most of them were reset before it accepted them.)
+    """
+
+    async def one(client: openai.AsyncOpenAI, number: int) -> str:
+        async with ledger.arecord_run("many-at-once") as run:
+            wrapped = run.instrument(client)
+            reply = await wrapped.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": f"q{number}"}]
+            )
+            return str(reply.choices[0].message.content)
+
+    async def all_at_once() -> list[str]:
+        async with aclient(server) as shared:
+            return await asyncio.gather(*(one(shared, n) for n in range(100)))
+
+    assert asyncio.run(all_at_once()) == [f"echo: q{n}" for n in range(100)]
+    runs = ledger.runs(limit=200)
+    assert len(runs) == 100
+    assert all(r.status == "completed" for r in runs)
+    assert sum(1 for r in runs for e in ledger.events(r.run_id) if e.kind == "ModelCalled") == 100
+    assert ledger.verify().ok
