@@ -119,8 +119,19 @@ def _unpack(data: bytes | memoryview) -> bytes:
 
 
 def pack_state(canonical: bytes) -> bytes:
-    """The stored form of an event's canonical JSON state (``0x02`` when it starts with a hash)."""
-    if canonical.startswith(_HASH_HEAD) and canonical[_HASH_END : _HASH_END + 2] == b'",':
+    """The stored form of an event's canonical JSON state (``0x02`` when it starts with a hash).
+
+    Only a hash followed by more of the envelope takes the ``0x02`` form: `unpack_state`
+    refuses a rest that is empty (``{}``) or starts with a second ``"hash"``, so such bytes
+    (no envelope the ledger writes) are kept in the general form, which round-trips anything.
+    """
+    rest = canonical[_HASH_END + 2 : _HASH_END + 3]
+    if (
+        canonical.startswith(_HASH_HEAD)
+        and canonical[_HASH_END : _HASH_END + 2] == b'",'
+        and rest != b"}"
+        and not canonical.startswith(b'"hash"', _HASH_END + 2)
+    ):
         hex_digest = canonical[len(_HASH_HEAD) : _HASH_END]
         try:
             digest = bytes.fromhex(hex_digest.decode("ascii"))
