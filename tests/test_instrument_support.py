@@ -13,6 +13,8 @@ from agentledger.agents.models._instrument_support import (
     _may_hold_key,
     distribute,
     first_token_ms,
+    never,
+    scrubbed_json,
     to_json,
 )
 
@@ -93,6 +95,44 @@ def test_a_scrubber_that_remembers_plain_text_scrubs_as_a_new_one(texts: list[st
             "api_key": REDACTED,
             "note": Scrubber([SECRET]).text(text),
         }
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN and infinities included: to_json writes their repr
+    _KEY_TEXT,
+    st.sampled_from([SECRET, f"key {SECRET}", "plain text", "msg_01XFDUDYJgAACzvnptvVoYEL"]),
+)
+_KEYS = st.sampled_from(["id", "content", "text", "api_key", "Authorization", "usage", "x-token"])
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(_KEYS, inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_a_response_is_scrubbed_as_to_json_scrubs_it(value: object) -> None:
+    """The quick pass gives what `to_json` builds (secrets, tuples, NaN: the long way)."""
+    for scrub in (Scrubber([SECRET]), Scrubber()):
+        assert repr(scrubbed_json(value, scrub)) == repr(to_json(value, scrub, never))
+
+
+def test_a_plain_response_comes_back_itself_and_deep_nesting_the_long_way() -> None:
+    """Nothing to scrub: the same object, no copy; past to_json's depth: what to_json builds."""
+    response = {"id": "msg_1", "content": [{"type": "text", "text": "hi"}], "usage": {"n": 1}}
+    assert scrubbed_json(response, Scrubber([SECRET])) is response
+    deep: object = "end"
+    for _ in range(70):
+        deep = {"next": deep}
+    assert scrubbed_json(deep, Scrubber()) == to_json(deep, Scrubber(), never)
+    assert scrubbed_json({"api_key": "x"}, Scrubber()) == {"api_key": REDACTED}
 
 
 def test_distribute_cuts_text_to_the_recorded_sizes_across_segments() -> None:

@@ -24,7 +24,7 @@ from agentledger.agents.models._instrument_support import (
     Scrubber,
     Vendor,
     first_token_ms,
-    never,
+    scrubbed_json,
     to_json,
 )
 from agentledger.ledger import CallRecord, ModelCallPort, RunClosedError, ServedCall
@@ -95,7 +95,7 @@ class CallSite:
         error: BaseException | None = None,
     ) -> CallRecord:
         """The record of a call that answered (a stream: what it assembled, and its timings)."""
-        clean = to_json(response, self.scrub, never)
+        clean = scrubbed_json(response, self.scrub)
         usage, finish = self.vendor.outcome(clean)
         latency = (perf_counter() - started) * 1000.0
         failure, attempts = self._failure(error, latency) if error is not None else (None, [])

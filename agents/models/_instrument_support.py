@@ -39,6 +39,7 @@ __all__ = [
     "Vendor",
     "distribute",
     "first_token_ms",
+    "scrubbed_json",
     "to_json",
 ]
 
@@ -165,6 +166,64 @@ def to_json(  # noqa: PLR0911, PLR0912 - one case per kind of value reads best a
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
     return _describe(value, scrub)
+
+
+def scrubbed_json(value: Any, scrub: Scrubber) -> Any:
+    """``to_json(value, scrub, never)`` for a JSON value (an SDK response's JSON dump).
+
+    A response rarely holds a secret, so it is first checked in one flat pass that builds
+    nothing: when no string would be scrubbed and no string sits under a key that names a
+    credential, the value itself is returned (equal to what `to_json` builds, without the
+    copy). Anything else (a secret, a value that is not plain JSON, nesting past `to_json`'s
+    depth) goes through `to_json`.
+    """
+    return value if _scrubs_nothing(value, scrub) else to_json(value, scrub, never)
+
+
+def _scrubs_nothing(value: Any, scrub: Scrubber) -> bool:  # noqa: PLR0911, PLR0912 - one flat walk
+    """Whether `to_json` would give ``value`` back unchanged (True only for plain JSON)."""
+    text = scrub.text
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if depth >= _MAX_DEPTH:
+                return False
+            for key, child in item.items():
+                inner = type(child)
+                if type(key) is not str:
+                    return False
+                if inner is str:
+                    if _secret_name(key) or text(child) != child:
+                        return False
+                elif inner is dict or inner is list:
+                    stack.append((child, depth + 1))
+                elif not _plain_scalar(child, inner):
+                    return False
+        elif kind is list:
+            if depth >= _MAX_DEPTH:
+                return False
+            for child in item:
+                inner = type(child)
+                if inner is str:
+                    if text(child) != child:
+                        return False
+                elif inner is dict or inner is list:
+                    stack.append((child, depth + 1))
+                elif not _plain_scalar(child, inner):
+                    return False
+        elif kind is str:
+            if text(item) != item:
+                return False
+        elif not _plain_scalar(item, kind):
+            return False
+    return True
+
+
+def _plain_scalar(value: Any, kind: type) -> bool:
+    """None, a bool, an int or a finite float: what `to_json` returns as it is."""
+    return value is None or kind is bool or kind is int or (kind is float and math.isfinite(value))
 
 
 def _describe(value: object, scrub: Scrubber) -> str:
