@@ -1,9 +1,11 @@
 """Replay's fast paths agree with the reference paths they stand in for (Hypothesis).
 
-A replay's checker (``write_prefix=False``: nothing it compares is written) compares an event's
-dumped payload without preparing it for the ledger (canonical bytes, limits); a checker that
-writes its prefix (a fork) compares the prepared payload. For generated recorded and replayed
-values both find the same thing: no divergence, or the same one.
+1. A replay's checker (``write_prefix=False``: nothing it compares is written) compares an
+   event's dumped payload without preparing it for the ledger (canonical bytes, limits); a
+   checker that writes its prefix (a fork) compares the prepared payload. For generated
+   recorded and replayed values both find the same thing: no divergence, or the same one.
+2. ``recorded_library`` reads from the ledger only the prompt texts the library does not hold
+   under the recorded hash; the library it builds is the one reading every recorded text gives.
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentledger.agents.prompts import PromptLibrary, prompt_hash
 from agentledger.ledger import Ledger, RecordedEvent
-from agentledger.ledger.events import DeltaApplied, LedgerEvent, PlanProposed
+from agentledger.ledger.events import (
+    ConfigIdentity,
+    DeltaApplied,
+    LedgerEvent,
+    PlanProposed,
+    PromptRef,
+)
 from agentledger.replay._compare import Divergence
 from agentledger.replay._recorder import CheckingRecorder
-from agentledger.replay._replay import _detached_run
+from agentledger.replay._replay import _detached_run, recorded_library
 from agentledger.replay.errors import ReplayDivergenceError
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -134,5 +143,64 @@ def test_a_payload_too_deep_for_json_dumping_is_compared_as_a_writing_checker_do
             outcomes.append(type(raised.value))
             scratch.close()
         assert outcomes[0] is outcomes[1]
+    finally:
+        ledger.close()
+
+
+# recorded_library ------------------------------------------------------------------------------
+
+
+def _reference_library(
+    ledger: Ledger, config: ConfigIdentity, library: PromptLibrary
+) -> PromptLibrary:
+    """Every recorded text read and added in turn (what recorded_library stands in for)."""
+    refs = [p.text_ref for p in config.prompts.values() if p.text_ref]
+    found = ledger.blobs(refs) if refs else {}
+    for ref in config.prompts.values():
+        text = found.get(ref.text_ref) if ref.text_ref else None
+        if isinstance(text, str):
+            library = library.with_prompt(ref.name, ref.version, text)
+    return library
+
+
+def _contents(library: PromptLibrary) -> dict[tuple[str, str], str]:
+    return {
+        (name, version): library.text(name, version)
+        for name in library
+        for version in library.versions(name)
+    }
+
+
+names = st.sampled_from(["planner", "writer", "judge"])
+versions = st.sampled_from(["v1", "v2"])
+prompt_texts = st.sampled_from(["Plan.", "Plan carefully.", "Write.", ""])
+
+
+@FAST
+@given(
+    held=st.dictionaries(st.tuples(names, versions), prompt_texts, max_size=4),
+    used=st.lists(st.tuples(names, versions, prompt_texts, st.booleans()), min_size=0, max_size=5),
+)
+def test_recorded_library_is_the_library_every_recorded_text_gives(
+    held: dict[tuple[str, str], str], used: list[tuple[str, str, str, bool]]
+) -> None:
+    """Held texts (same hash) are not read, missing blobs add nothing, recorded texts win."""
+    by_name: dict[str, dict[str, str]] = {}
+    for (name, version), text in held.items():
+        by_name.setdefault(name, {})[version] = text
+    library = PromptLibrary(by_name)
+    ledger = Ledger.open("memory://")
+    try:
+        prompts: dict[str, PromptRef] = {}
+        for index, (name, version, text, stored) in enumerate(used):
+            if stored:  # else the text's blob is missing from the ledger
+                ledger.put_blobs([text])
+            digest = prompt_hash(text)
+            prompts[f"role{index}"] = PromptRef(
+                name=name, version=version, hash=digest, text_ref=digest
+            )
+        config = ConfigIdentity(prompts=prompts)
+        fast = recorded_library(ledger, config, library)
+        assert _contents(fast) == _contents(_reference_library(ledger, config, library))
     finally:
         ledger.close()
