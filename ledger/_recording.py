@@ -53,7 +53,7 @@ from collections.abc import (
 from concurrent import futures
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
@@ -199,6 +199,42 @@ def _awaitable(
     twin.__name__ = twin.__qualname__ = f"a{name}"
     twin.__doc__ = f"`{name}`, awaitable: records the same events and queues their commit."
     return twin
+
+
+class _Operation:
+    """`RunRecorder._op` as a plain context manager (a generator costs, per recorded event).
+
+    On entering: the recorder marked as deferring its flush (unless an outer operation already
+    did) and its lock taken. On leaving: the lock released, the mark undone, and, when the block
+    ended normally and this was the outermost operation outside a batch, the recorder flushed.
+    """
+
+    __slots__ = ("_recorder", "_token")
+
+    def __init__(self, recorder: RunRecorder) -> None:
+        self._recorder = recorder
+        self._token: Token[frozenset[int]] | None = None
+
+    def __enter__(self) -> None:
+        recorder = self._recorder
+        deferred = _DEFERRED.get()
+        if id(recorder) not in deferred:
+            self._token = _DEFERRED.set(deferred | {id(recorder)})
+        recorder._lock.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        recorder = self._recorder
+        recorder._lock.release()
+        token = self._token
+        if token is not None:
+            _DEFERRED.reset(token)
+            if exc_type is None and recorder._depth == 0:
+                recorder.flush()
 
 
 class RunRecorder:
@@ -572,25 +608,14 @@ class RunRecorder:
             run = self._run
             return Head(run.run_id, run.status, run.head_hash, run.position)
 
-    @contextmanager
-    def _op(self) -> Iterator[None]:
+    def _op(self) -> _Operation:
         """One recording operation: under the lock, flushed at its end unless nested or batched.
 
         Nested operations (``tool`` records through ``record``) and the awaitable twins leave
         the flush to the outermost one, which flushes after releasing the lock: no thread ever
         waits on a commit while holding it.
         """
-        deferred = _DEFERRED.get()
-        outermost = id(self) not in deferred
-        token = _DEFERRED.set(deferred | {id(self)}) if outermost else None
-        try:
-            with self._lock:
-                yield
-        finally:
-            if token is not None:
-                _DEFERRED.reset(token)
-        if outermost and self._depth == 0:
-            self.flush()
+        return _Operation(self)
 
     @contextmanager
     def _deferring(self) -> Iterator[None]:
