@@ -237,6 +237,68 @@ class _Operation:
                 recorder.flush()
 
 
+class _Staged:
+    """`RunRecorder._staged` as a plain context manager (it wraps every recording method).
+
+    On entering it notes what a recording may stage (pending events, ids, with ``chain`` the
+    conversation chain) and starts a list of the blobs staged inside; if the block raises, all
+    of it is undone before the error propagates. Either way the blobs staged inside join the
+    enclosing block's list (nested recording methods undo together).
+    """
+
+    __slots__ = ("_chain", "_counters", "_outer", "_pending", "_recorder", "_saved")
+
+    def __init__(self, recorder: RunRecorder, chain: bool) -> None:
+        self._recorder = recorder
+        self._chain = chain
+
+    def __enter__(self) -> None:
+        recorder = self._recorder
+        self._pending = len(recorder._pending)
+        self._counters = dict(recorder._counters)
+        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
+        self._saved = (
+            (
+                recorder._chain_messages,
+                recorder._chain_refs,
+                len(recorder._chain_messages),
+                recorder._chain_key,
+            )
+            if self._chain
+            else None
+        )
+        self._outer, recorder._staged_refs = recorder._staged_refs, []
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        recorder = self._recorder
+        try:
+            if exc_type is not None:
+                self._undo(recorder)
+        finally:
+            staged, recorder._staged_refs = recorder._staged_refs, self._outer
+            if self._outer is not None:
+                self._outer.extend(staged or ())
+
+    def _undo(self, recorder: RunRecorder) -> None:
+        del recorder._pending[self._pending :]
+        for ref in recorder._staged_refs or ():
+            recorder._blobs.pop(ref, None)
+        recorder._counters = self._counters
+        if self._saved is not None:
+            messages, refs, known, chain_key = self._saved
+            del messages[known:], refs[known:]
+            recorder._chain_messages, recorder._chain_refs = messages, refs
+            recorder._chain_key = chain_key
+        recorder._ready = None
+        if recorder._privacy is not None:
+            recorder._privacy.forget()
+
+
 class RunRecorder:
     """Records one run: a context manager (``with`` or ``async with``); see `Ledger.record_run`.
 
@@ -714,41 +776,12 @@ class RunRecorder:
                     self._staged_refs.append(ref)
         return ref
 
-    @contextmanager
-    def _staged(self, *, chain: bool = False) -> Iterator[None]:
+    def _staged(self, *, chain: bool = False) -> _Staged:
         """Undo what the block staged if it raises: pending events, blobs, ids (and the chain).
 
         Wraps each recording method, so a refused value leaves nothing behind for a later flush.
         """
-        pending = len(self._pending)
-        counters = dict(self._counters)
-        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
-        saved = (
-            (self._chain_messages, self._chain_refs, len(self._chain_messages), self._chain_key)
-            if chain
-            else None
-        )
-        outer, self._staged_refs = self._staged_refs, []
-        try:
-            yield
-        except BaseException:
-            del self._pending[pending:]
-            for ref in self._staged_refs:
-                self._blobs.pop(ref, None)
-            self._counters = counters
-            if saved is not None:
-                messages, refs, known, chain_key = saved
-                del messages[known:], refs[known:]
-                self._chain_messages, self._chain_refs = messages, refs
-                self._chain_key = chain_key
-            self._ready = None
-            if self._privacy is not None:
-                self._privacy.forget()
-            raise
-        finally:
-            staged, self._staged_refs = self._staged_refs, outer
-            if outer is not None:
-                outer.extend(staged)
+        return _Staged(self, chain)
 
     def _inline_or_ref(
         self, value: Any, where: str, path: str, key: SubjectKey | None = None
