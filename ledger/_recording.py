@@ -53,7 +53,7 @@ from collections.abc import (
 from concurrent import futures
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
@@ -199,6 +199,104 @@ def _awaitable(
     twin.__name__ = twin.__qualname__ = f"a{name}"
     twin.__doc__ = f"`{name}`, awaitable: records the same events and queues their commit."
     return twin
+
+
+class _Operation:
+    """`RunRecorder._op` as a plain context manager (a generator costs, per recorded event).
+
+    On entering: the recorder marked as deferring its flush (unless an outer operation already
+    did) and its lock taken. On leaving: the lock released, the mark undone, and, when the block
+    ended normally and this was the outermost operation outside a batch, the recorder flushed.
+    """
+
+    __slots__ = ("_recorder", "_token")
+
+    def __init__(self, recorder: RunRecorder) -> None:
+        self._recorder = recorder
+        self._token: Token[frozenset[int]] | None = None
+
+    def __enter__(self) -> None:
+        recorder = self._recorder
+        deferred = _DEFERRED.get()
+        if id(recorder) not in deferred:
+            self._token = _DEFERRED.set(deferred | {id(recorder)})
+        recorder._lock.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        recorder = self._recorder
+        recorder._lock.release()
+        token = self._token
+        if token is not None:
+            _DEFERRED.reset(token)
+            if exc_type is None and recorder._depth == 0:
+                recorder.flush()
+
+
+class _Staged:
+    """`RunRecorder._staged` as a plain context manager (it wraps every recording method).
+
+    On entering it notes what a recording may stage (pending events, ids, with ``chain`` the
+    conversation chain) and starts a list of the blobs staged inside; if the block raises, all
+    of it is undone before the error propagates. Either way the blobs staged inside join the
+    enclosing block's list (nested recording methods undo together).
+    """
+
+    __slots__ = ("_chain", "_counters", "_outer", "_pending", "_recorder", "_saved")
+
+    def __init__(self, recorder: RunRecorder, chain: bool) -> None:
+        self._recorder = recorder
+        self._chain = chain
+
+    def __enter__(self) -> None:
+        recorder = self._recorder
+        self._pending = len(recorder._pending)
+        self._counters = dict(recorder._counters)
+        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
+        self._saved = (
+            (
+                recorder._chain_messages,
+                recorder._chain_refs,
+                len(recorder._chain_messages),
+                recorder._chain_key,
+            )
+            if self._chain
+            else None
+        )
+        self._outer, recorder._staged_refs = recorder._staged_refs, []
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        recorder = self._recorder
+        try:
+            if exc_type is not None:
+                self._undo(recorder)
+        finally:
+            staged, recorder._staged_refs = recorder._staged_refs, self._outer
+            if self._outer is not None:
+                self._outer.extend(staged or ())
+
+    def _undo(self, recorder: RunRecorder) -> None:
+        del recorder._pending[self._pending :]
+        for ref in recorder._staged_refs or ():
+            recorder._blobs.pop(ref, None)
+        recorder._counters = self._counters
+        if self._saved is not None:
+            messages, refs, known, chain_key = self._saved
+            del messages[known:], refs[known:]
+            recorder._chain_messages, recorder._chain_refs = messages, refs
+            recorder._chain_key = chain_key
+        recorder._ready = None
+        if recorder._privacy is not None:
+            recorder._privacy.forget()
 
 
 class RunRecorder:
@@ -572,25 +670,14 @@ class RunRecorder:
             run = self._run
             return Head(run.run_id, run.status, run.head_hash, run.position)
 
-    @contextmanager
-    def _op(self) -> Iterator[None]:
+    def _op(self) -> _Operation:
         """One recording operation: under the lock, flushed at its end unless nested or batched.
 
         Nested operations (``tool`` records through ``record``) and the awaitable twins leave
         the flush to the outermost one, which flushes after releasing the lock: no thread ever
         waits on a commit while holding it.
         """
-        deferred = _DEFERRED.get()
-        outermost = id(self) not in deferred
-        token = _DEFERRED.set(deferred | {id(self)}) if outermost else None
-        try:
-            with self._lock:
-                yield
-        finally:
-            if token is not None:
-                _DEFERRED.reset(token)
-        if outermost and self._depth == 0:
-            self.flush()
+        return _Operation(self)
 
     @contextmanager
     def _deferring(self) -> Iterator[None]:
@@ -689,41 +776,12 @@ class RunRecorder:
                     self._staged_refs.append(ref)
         return ref
 
-    @contextmanager
-    def _staged(self, *, chain: bool = False) -> Iterator[None]:
+    def _staged(self, *, chain: bool = False) -> _Staged:
         """Undo what the block staged if it raises: pending events, blobs, ids (and the chain).
 
         Wraps each recording method, so a refused value leaves nothing behind for a later flush.
         """
-        pending = len(self._pending)
-        counters = dict(self._counters)
-        # The chain only grows in place (or is replaced by new lists): its lengths undo it.
-        saved = (
-            (self._chain_messages, self._chain_refs, len(self._chain_messages), self._chain_key)
-            if chain
-            else None
-        )
-        outer, self._staged_refs = self._staged_refs, []
-        try:
-            yield
-        except BaseException:
-            del self._pending[pending:]
-            for ref in self._staged_refs:
-                self._blobs.pop(ref, None)
-            self._counters = counters
-            if saved is not None:
-                messages, refs, known, chain_key = saved
-                del messages[known:], refs[known:]
-                self._chain_messages, self._chain_refs = messages, refs
-                self._chain_key = chain_key
-            self._ready = None
-            if self._privacy is not None:
-                self._privacy.forget()
-            raise
-        finally:
-            staged, self._staged_refs = self._staged_refs, outer
-            if outer is not None:
-                outer.extend(staged)
+        return _Staged(self, chain)
 
     def _inline_or_ref(
         self, value: Any, where: str, path: str, key: SubjectKey | None = None

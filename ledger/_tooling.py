@@ -14,6 +14,7 @@ import functools
 import inspect
 import sys
 import time
+import types
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -137,6 +138,44 @@ class ToolSpec:
         return Outcome(envelope, error)
 
 
+_SIGNATURES: dict[types.CodeType, tuple[tuple[tuple[str, Any], ...], inspect.Signature]] = {}
+"""Signatures of plain functions by code object, with the annotations they were built from."""
+_SIGNATURES_KEPT = 256
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``inspect.signature(fn)``, kept for a plain function defined again and again.
+
+    A tool decorated inside the function a run records is a new function object each call
+    (and each replay), with the same code. For a plain function with no defaults, no wrapper
+    and the very same annotation objects, inspect builds an equal signature from that code.
+    """
+    attrs = getattr(fn, "__dict__", None)
+    if (
+        type(fn) is not types.FunctionType
+        or fn.__defaults__ is not None
+        or fn.__kwdefaults__ is not None
+        or (attrs and ("__wrapped__" in attrs or "__signature__" in attrs))
+    ):
+        return inspect.signature(fn)
+    annotations = tuple(fn.__annotations__.items())
+    kept = _SIGNATURES.get(fn.__code__)
+    if kept is not None and _same(kept[0], annotations):
+        return kept[1]
+    signature = inspect.signature(fn)
+    if len(_SIGNATURES) >= _SIGNATURES_KEPT:
+        _SIGNATURES.clear()
+    _SIGNATURES[fn.__code__] = (annotations, signature)
+    return signature
+
+
+def _same(kept: tuple[tuple[str, Any], ...], annotations: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether two functions' annotations are the same names bound to the same objects."""
+    return len(kept) == len(annotations) and all(
+        a[0] == b[0] and a[1] is b[1] for a, b in zip(kept, annotations, strict=True)
+    )
+
+
 def tool_wrapper(recorder: RunRecorder, fn: Callable[..., Any], spec: ToolSpec) -> Any:
     """``fn`` with each call recorded (or, in replay, served) through ``recorder``."""
     if not callable(fn):
@@ -144,7 +183,7 @@ def tool_wrapper(recorder: RunRecorder, fn: Callable[..., Any], spec: ToolSpec) 
     spec = replace(
         spec,
         name=spec.name or getattr(fn, "__name__", None) or type(fn).__name__,
-        signature=inspect.signature(fn),
+        signature=_signature(fn),
     )
     if inspect.iscoroutinefunction(fn):
 

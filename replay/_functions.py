@@ -167,9 +167,11 @@ def replay_function(
 
     if events is None:
         events = PagedEvents(ledger, run_id)  # a long record is read a page at a time
-    started = started_of(events)
+    # A short record (most runs) is one page: its list, indexed without the paging.
+    record: Sequence[RecordedEvent] = events.whole() or events
+    started = started_of(record)
     fn = resolve_function(ledger, run_id, started, entry)
-    book = CallBook(ledger, run_id, events, upto=None, lock=events.lock)
+    book = CallBook(ledger, run_id, record, upto=None, lock=events.lock)
     scratch = Ledger.open(
         "memory://",
         clock=StepClock(),
@@ -181,8 +183,8 @@ def replay_function(
         scratch,  # never written: a replay's recorder commits nothing
         _detached_run(run_id),
         recorded_run_id=run_id,
-        expected=events,
-        prefix_end=len(events),
+        expected=record,
+        prefix_end=len(record),
         write_prefix=False,
         beyond="diverge" if book.finished else "stop",
         book=book,
@@ -191,7 +193,7 @@ def replay_function(
         stall_timeout=stall_timeout,
     )
     recorder._prompt_texts = recorded_prompts(ledger, started)
-    recorder.seal_like(ledger, events[0].payload)
+    recorder.seal_like(ledger, record[0].payload)
     try:
         ended = run_function(fn, recorder, recorded_input(ledger, started))
         if isinstance(ended, ReplayDivergenceError):

@@ -29,7 +29,7 @@ from agentledger.agents import (
     start_run,
 )
 from agentledger.agents.models import ChatModel, ModelRequest, ModelResponse
-from agentledger.agents.prompts import PromptLibrary, default_library
+from agentledger.agents.prompts import PromptLibrary, default_library, prompt_hash
 from agentledger.ledger import (
     GENESIS,
     Ledger,
@@ -39,7 +39,7 @@ from agentledger.ledger import (
     SequentialIds,
     StepClock,
 )
-from agentledger.ledger.events import ConfigIdentity, RunStarted, upcast
+from agentledger.ledger.events import ConfigIdentity, PromptRef, RunStarted, upcast
 from agentledger.replay._compare import Divergence, comparable, comparable_event, divergence
 from agentledger.replay._functions import replay_function
 from agentledger.replay._paged import PagedEvents
@@ -251,14 +251,29 @@ def recorded_library(
 
     The recorded text of a version wins, so a run replays with exactly the prompts it ran with.
     """
-    library = prompts or default_library()
-    refs = [p.text_ref for p in config.prompts.values() if p.text_ref]
-    texts = ledger.blobs(refs) if refs else {}
+    given = library = prompts or default_library()
+    # A ref is the hash of its text: the texts the library holds already are not read again.
+    held = {p.text_ref: _held(given, p) for p in config.prompts.values() if p.text_ref}
+    refs = [ref for ref, text in held.items() if text is None]
+    texts = {**held, **ledger.blobs(refs)} if refs else held
     for ref in config.prompts.values():
         text = texts.get(ref.text_ref) if ref.text_ref else None
-        if isinstance(text, str):
+        if isinstance(text, str) and not _has(library, ref, text):
             library = library.with_prompt(ref.name, ref.version, text)
     return library
+
+
+def _held(library: PromptLibrary, ref: PromptRef) -> str | None:
+    """The text of ``ref``'s prompt and version in ``library`` when it is the one ``ref`` names."""
+    if not library.has(ref.name, ref.version):
+        return None
+    text = library.text(ref.name, ref.version)
+    return text if prompt_hash(text) == ref.text_ref else None
+
+
+def _has(library: PromptLibrary, ref: PromptRef, text: str) -> bool:
+    """Whether ``library`` holds ``text`` as ``ref``'s prompt and version (nothing to add)."""
+    return library.has(ref.name, ref.version) and library.text(ref.name, ref.version) == text
 
 
 def replay_run(

@@ -303,6 +303,8 @@ class ServingRecorder(CheckingRecorder):
         """Served calls not recorded yet: (request key, the messages served, the record)."""
         self._parties: weakref.WeakSet[Any] = weakref.WeakSet()
         self._blocked: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._sleepers = 0
+        """Threads waiting on ``_turns`` for their turn (changed and read under its lock)."""
         self._requests = RequestKeys(self.redacted)
         """The calls' fingerprints, worked out incrementally as the conversation grows."""
         self.served_calls = 0
@@ -312,7 +314,11 @@ class ServingRecorder(CheckingRecorder):
 
     def join(self) -> None:
         """Count the calling thread or task as one running the function (see `_nobody_else`)."""
-        self._parties.add(_party())
+        self._join(_party())
+
+    def _join(self, party: Any) -> None:
+        if party not in self._parties:  # a lookup costs less than adding it again
+            self._parties.add(party)
 
     def model_port(self) -> ModelCallPort:
         """The port instrumented clients record through: it serves from the record."""
@@ -321,7 +327,7 @@ class ServingRecorder(CheckingRecorder):
     # Recording, and telling waiters ------------------------------------------------------------
 
     def _record_checked(self, event: Any) -> int:
-        self._parties.add(_party())
+        self._join(_party())
         try:
             return super()._record_checked(event)
         finally:
@@ -330,7 +336,8 @@ class ServingRecorder(CheckingRecorder):
     def _advanced(self) -> None:
         """Wake the calls waiting for their turn (and all of them after a divergence)."""
         with self._turns:
-            self._turns.notify_all()
+            if self._sleepers:
+                self._turns.notify_all()
             if not self._waiting:
                 return
             now = self.position
@@ -343,7 +350,7 @@ class ServingRecorder(CheckingRecorder):
 
     def serve_model(self, call: CallRecord) -> ServedCall | None:
         """Serve ``call`` from the record; None (live) or a divergence when it cannot be."""
-        self._parties.add(_party())
+        self._join(_party())
         key = self._requests.fingerprint(call, self._key(None))
         found = self.book.take_call(key)
         if found is None:
@@ -524,7 +531,7 @@ class ServingRecorder(CheckingRecorder):
         return await self._aop("_tool_returned_again", spec, found, call_id, position)
 
     def _serving_tool(self, spec: ToolSpec, arguments: Any) -> BookTool | None:
-        self._parties.add(_party())
+        self._join(_party())
         found = self.book.take_tool(spec.tool, arguments_key(arguments))
         if found is not None:
             self.served_tools += 1
@@ -601,10 +608,13 @@ class ServingRecorder(CheckingRecorder):
     def _wait_turn(self, position: int) -> None:
         """Block until every event before ``position`` is recorded (a thread's served call)."""
         position = self._turn(position)
+        if self.divergence is None and self.position >= position - 1:
+            return  # already its turn (the usual case: one call at a time)
         me = _party()
         deadline = time.monotonic() + self._stall
         with self._turns:
             self._blocked.add(me)
+            self._sleepers += 1
             try:
                 while True:
                     if self.divergence is not None:
@@ -616,12 +626,15 @@ class ServingRecorder(CheckingRecorder):
                         break
                     self._turns.wait(min(left, 0.05))
             finally:
+                self._sleepers -= 1
                 self._blocked.discard(me)
         raise self._stalled(position)
 
     async def _await_turn(self, position: int) -> None:
         """`_wait_turn` for a task: awaits, so the other tasks go on."""
         position = self._turn(position)
+        if self.divergence is None and self.position >= position - 1:
+            return  # already its turn
         me = _party()
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self._stall
@@ -690,10 +703,8 @@ def _short(value: Any) -> str:
 
 def _party() -> Any:
     """Who is recording: the asyncio task, else the thread."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
+    loop = asyncio._get_running_loop()  # None outside a loop (current_task would raise)
+    task = asyncio.current_task(loop) if loop is not None else None
     return task or threading.current_thread()
 
 
