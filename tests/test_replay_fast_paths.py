@@ -59,6 +59,21 @@ def _recorded(ledger: Ledger, event: LedgerEvent) -> tuple[str, list[RecordedEve
     return run_id, events, position
 
 
+def _checker(
+    scratch: Ledger, run_id: str, events: list[RecordedEvent], *, write_prefix: bool
+) -> CheckingRecorder:
+    """A checker of ``events`` writing into ``scratch``: a replay's (False) or a fork's (True)."""
+    return CheckingRecorder(
+        scratch,
+        _detached_run(run_id),
+        recorded_run_id=run_id,
+        expected=events,
+        prefix_end=len(events),
+        write_prefix=write_prefix,
+        beyond="diverge",
+    )
+
+
 def _outcome(
     run_id: str, events: list[RecordedEvent], position: int, event: LedgerEvent
 ) -> Divergence | None:
@@ -66,15 +81,7 @@ def _outcome(
     found: list[Divergence | None] = []
     for write_prefix in (False, True):
         scratch = Ledger.open("memory://")
-        checker = CheckingRecorder(
-            scratch,
-            _detached_run(run_id),
-            recorded_run_id=run_id,
-            expected=events,
-            prefix_end=len(events),
-            write_prefix=write_prefix,
-            beyond="diverge",
-        )
+        checker = _checker(scratch, run_id, events, write_prefix=write_prefix)
         try:
             checker._check(position, event)
         except ReplayDivergenceError as error:
@@ -129,15 +136,7 @@ def test_a_payload_too_deep_for_json_dumping_is_compared_as_a_writing_checker_do
         outcomes = []
         for write_prefix in (False, True):
             scratch = Ledger.open("memory://")
-            checker = CheckingRecorder(
-                scratch,
-                _detached_run(run_id),
-                recorded_run_id=run_id,
-                expected=events,
-                prefix_end=len(events),
-                write_prefix=write_prefix,
-                beyond="diverge",
-            )
+            checker = _checker(scratch, run_id, events, write_prefix=write_prefix)
             with pytest.raises(Exception) as raised:  # noqa: PT011 - whatever the reference raises
                 checker._check(position, PlanProposed(plan=deep))
             outcomes.append(type(raised.value))
