@@ -187,37 +187,30 @@ def _scrubs_nothing(value: Any, scrub: Scrubber) -> bool:  # noqa: PLR0911, PLR0
     while stack:
         item, depth = stack.pop()
         kind = type(item)
-        if kind is dict:
-            if depth >= _MAX_DEPTH:
-                return False
-            for key, child in item.items():
-                inner = type(child)
-                if type(key) is not str:
-                    return False
-                if inner is str:
-                    if _secret_name(key) or text(child) != child:
-                        return False
-                elif inner is dict or inner is list:
-                    stack.append((child, depth + 1))
-                elif not _plain_scalar(child, inner):
-                    return False
-        elif kind is list:
-            if depth >= _MAX_DEPTH:
-                return False
-            for child in item:
-                inner = type(child)
-                if inner is str:
-                    if text(child) != child:
-                        return False
-                elif inner is dict or inner is list:
-                    stack.append((child, depth + 1))
-                elif not _plain_scalar(child, inner):
-                    return False
-        elif kind is str:
+        if kind is str:
             if text(item) != item:
                 return False
-        elif not _plain_scalar(item, kind):
+            continue
+        if kind is not dict and kind is not list:
+            if not _plain_scalar(item, kind):
+                return False
+            continue
+        if depth >= _MAX_DEPTH:
             return False
+        if kind is dict:
+            for key, child in item.items():
+                if type(key) is not str or (type(child) is str and _secret_name(key)):
+                    return False
+            item = item.values()
+        for child in item:
+            inner = type(child)
+            if inner is str:
+                if text(child) != child:
+                    return False
+            elif inner is dict or inner is list:
+                stack.append((child, depth + 1))
+            elif not _plain_scalar(child, inner):
+                return False
     return True
 
 
