@@ -81,12 +81,17 @@ def agent(run: RunRecorder, question: str) -> str:
 
 async def async_agent(run: Any, question: str) -> str:
     """Three calls through an async client that answers after ``LATENCY_S``, then an answer."""
-    client = run.instrument(AsyncScriptedClient(answer, latency_s=LATENCY))
+    return await _three_calls(run, AsyncScriptedClient(answer, latency_s=LATENCY), question)
+
+
+async def _three_calls(run: Any, sdk: Any, question: str) -> str:
+    """Three calls through ``sdk`` instrumented, the conversation growing, then an answer."""
+    client = run.instrument(sdk)
     messages = [{"role": "user", "content": question}]
     text = ""
     for _ in range(3):
         reply = await client.chat.completions.create(model="scripted-1", messages=messages)
-        text = reply.choices[0].message.content
+        text = str(reply.choices[0].message.content)
         messages = [*messages, {"role": "assistant", "content": text}]
     await run.aanswer(text)
     return text
@@ -204,15 +209,7 @@ _SDK: openai.AsyncOpenAI | None = None
 async def sdk_agent(run: Any, question: str) -> str:
     """`async_agent` with the real ``openai`` SDK client, against the loopback server."""
     assert _SDK is not None
-    client = run.instrument(_SDK)
-    messages = [{"role": "user", "content": question}]
-    text = ""
-    for _ in range(3):
-        reply = await client.chat.completions.create(model="scripted-1", messages=messages)
-        text = str(reply.choices[0].message.content)
-        messages = [*messages, {"role": "assistant", "content": text}]
-    await run.aanswer(text)
-    return text
+    return await _three_calls(run, _SDK, question)
 
 
 async def _sdk_gather(ledger: Ledger | None, url: str) -> None:
