@@ -252,11 +252,15 @@ def recorded_library(
     The recorded text of a version wins, so a run replays with exactly the prompts it ran with.
     """
     given = library = prompts or default_library()
-    # A ref is the hash of its text: the texts the library holds already are not read again.
-    held = {p.text_ref: _held(given, p) for p in config.prompts.values() if p.text_ref}
-    refs = [ref for ref, text in held.items() if text is None]
-    texts = {**held, **ledger.blobs(refs)} if refs else held
-    for ref in config.prompts.values():
+    # A ref is the hash of its text: a prompt whose version the library holds with that very
+    # text adds nothing, so its text is not read again. Only the others' texts are read (all
+    # of them when two roles name one version: then the order in which they are added counts).
+    named = [p for p in config.prompts.values() if p.text_ref]
+    versions = {(p.name, p.version) for p in named}
+    unheld = [p for p in named if _held(given, p) is None] if len(versions) == len(named) else named
+    refs = list(dict.fromkeys(p.text_ref for p in unheld if p.text_ref))
+    texts = ledger.blobs(refs) if refs else {}
+    for ref in unheld:
         text = texts.get(ref.text_ref) if ref.text_ref else None
         if isinstance(text, str) and not _has(library, ref, text):
             library = library.with_prompt(ref.name, ref.version, text)
