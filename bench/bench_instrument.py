@@ -14,8 +14,10 @@ time ratio <= 1.3x (lower is better). An information row gives the sync create r
 
 Information rows: the same instrumented calls through a port that records nothing (the
 instrumentation's own work alone), recording into an in-memory ledger (plus the recorder's
-work, no disk), and calls to a server that takes 50 ms to answer (a fast real model), where the
-recording cost is a small share of the call.
+work, no disk), creates recorded to SQLite by a ledger with no redaction policy (what the
+default policy's search for personal data and secrets costs), and calls to a server that
+takes 50 ms to answer (a fast real model), where the recording cost is a small share of the
+call.
 
 Rounds interleave the variants (bare, SQLite, memory, nothing recorded) so drift hits them
 alike; each figure is the best over rounds of the mean per-call time (the least disturbed by
@@ -198,6 +200,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         sqlite = Ledger.open(f"sqlite:///{Path(directory) / 'instrument.db'}")
         full = Ledger.open(f"sqlite:///{Path(directory) / 'full.db'}", durability="full")
         memory = Ledger.open("memory://")
+        plain = Ledger.open(f"sqlite:///{Path(directory) / 'plain.db'}", redaction=None)
         variants: dict[str, Variant] = {
             "bare": None,
             "sqlite": sqlite,
@@ -211,6 +214,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     chosen = dict(variants)
                     if sdk == "openai" and not stream:
                         chosen["full"] = full
+                    if not stream:
+                        chosen["plain"] = plain
                     times = _measure(chosen, client, sdk, stream, sizes)
                     rows.append(
                         _row(
@@ -235,6 +240,21 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                                 target=None,
                                 note="information: an fsync per call (the disk's flush time, "
                                 "which other processes' writes can stretch to milliseconds)",
+                            )
+                        )
+                    if "plain" in times:
+                        rows.append(
+                            _row(
+                                f"{kind}: instrumented, recorded to SQLite with no redaction "
+                                "policy, vs bare",
+                                times["plain"],
+                                times["bare"],
+                                target=None,
+                                note="information: the ledger opened with redaction=None; the "
+                                "default policy looks for personal data and secrets in every "
+                                "request and response"
+                                if sdk == "openai"
+                                else "",
                             )
                         )
                     rows.append(
@@ -284,6 +304,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             sqlite.close()
             full.close()
             memory.close()
+            plain.close()
     return rows
 
 
