@@ -11,7 +11,9 @@ the result, so the event loop never waits on database I/O.
 Write-behind requests (the awaitable recording methods, which do not wait for their commit) are
 not drained at once: the worker commits them within `BEHIND_WINDOW_S` (sooner when
 `BEHIND_BATCH` are queued, or when anyone waits for a commit: `kick`), so a stream of calls
-shares each transaction and wakes the worker thread once, not once a call.
+shares each transaction and wakes the worker thread once, not once a call. A run recording
+faster than the window adds each call's events to its request still queued (`extend`), so the
+window's calls are sealed, written and resolved as one request, not one each.
 
 A request that cannot be sealed (an end event in the wrong place, an earlier request of the
 same run that failed) fails alone; when the shared transaction fails, each request is written
@@ -63,6 +65,8 @@ class CommitRequest:
     leader: bool = False
     """Set by the recorder: `enqueue` told it to drain (the committer was idle)."""
     future: Future[list[RecordedEvent]] = field(default_factory=Future)
+    taken: bool = False
+    """Set (under the committer's lock) once a drain has taken the request: `extend` refuses."""
 
     def fail(self, error: BaseException) -> None:
         """Resolve the request with ``error``."""
@@ -102,6 +106,24 @@ class GroupCommitter:
             self._busy = True
             return True
 
+    def extend(
+        self, request: CommitRequest, events: list[Prepared], blobs: dict[str, bytes]
+    ) -> bool:
+        """Add a run's next events to its write-behind ``request`` still queued; False if taken.
+
+        A run recording calls faster than the write-behind window queues one request per
+        window instead of one per call: its events continue the request's (the caller holds the
+        run's lock, so nothing of the run was queued after it) and it resolves when all of them
+        are committed. Refused once a drain has taken the request, or when it holds
+        `BEHIND_BATCH` events already (the caller then queues a new one).
+        """
+        with self._lock:
+            if request.taken or len(request.events) >= BEHIND_BATCH:
+                return False
+            request.events.extend(events)
+            request.blobs.update(blobs)
+            return True
+
     def kick(self) -> None:
         """Someone waits for a commit: drain what write-behind left queued now."""
         self._wake.set()
@@ -110,7 +132,7 @@ class GroupCommitter:
         """Drain in this thread until ``until`` is resolved; hand what is left to a worker."""
         while True:
             with self._lock:
-                batch, self._queue = self._queue, []
+                batch = self._take()
                 if not batch:
                     self._busy = False
                     return
@@ -162,10 +184,17 @@ class GroupCommitter:
             self._busy = True
         self._drain_all()
 
+    def _take(self) -> list[CommitRequest]:
+        """What is queued, marked taken (under the lock): `extend` no longer adds to it."""
+        batch, self._queue = self._queue, []
+        for request in batch:
+            request.taken = True
+        return batch
+
     def _drain_all(self) -> None:
         while True:
             with self._lock:
-                batch, self._queue = self._queue, []
+                batch = self._take()
                 if not batch:
                     self._busy = False
                     return

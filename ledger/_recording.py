@@ -312,6 +312,7 @@ class RunRecorder:
         self._state = threading.Lock()  # the run's committed head and what is in flight
         self._inflight = 0
         self._tail: Future[list[RecordedEvent]] | None = None
+        self._open_request: CommitRequest | None = None  # write-behind, still open to `extend`
         self._failure: BaseException | None = None
         self._ended = False
         self._prompt_texts: dict[str, str] = {}
@@ -627,18 +628,27 @@ class RunRecorder:
         with self._state:
             first = self._run.position + self._inflight + 1
             self._inflight += len(events)
-        count = len(events)
+        open_request, self._open_request = self._open_request, None
+        if (
+            behind
+            and open_request is not None
+            and self._ledger._committer.extend(open_request, events, blobs)
+        ):
+            self._open_request = open_request  # one request per write-behind window
+            return None
 
+        # `events` and `blobs` are the request's own: `extend` may add to them until a drain
+        # takes the request, so the callbacks count them when they run.
         def committed(sealed: Sealed) -> None:
             with self._state:
                 self._run.advance(sealed.end.position, sealed.end.hash, sealed.end.status)
-                self._inflight -= count
+                self._inflight -= len(events)
                 self._recent.extend(sealed.recorded)
                 self._wrote(blobs)
 
         def failed(error: BaseException) -> None:
             with self._state:
-                self._inflight -= count
+                self._inflight -= len(events)
                 if self._failure is None:
                     self._failure = error
 
@@ -653,6 +663,8 @@ class RunRecorder:
         )
         self._tail = request.future
         request.leader = self._ledger._committer.enqueue(request, behind=behind)
+        if behind and not request.leader:
+            self._open_request = request
         return request
 
     def _wrote(self, refs: Iterable[str]) -> None:

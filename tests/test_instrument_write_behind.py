@@ -215,3 +215,62 @@ def test_a_stream_dropped_after_a_failed_commit_leaves_the_failure_to_the_next_c
         with pytest.raises(ConcurrencyError):
             run.delta({"late": True})
     assert [e.kind for e in ledger.events(run.run_id)] == ["RunStarted", "DeltaApplied"]
+
+
+def _hold_write_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Write-behind commits wait for a durability point (a window far longer than the test)."""
+    from agentledger.ledger import _committer
+
+    monkeypatch.setattr(_committer, "BEHIND_WINDOW_S", 60.0)
+
+
+def test_a_runs_calls_within_one_window_share_one_commit(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls faster than the window are queued as one commit, up to its cap; all land in order."""
+    from agentledger.agents.testing import ScriptedClient
+    from agentledger.ledger._committer import BEHIND_BATCH
+
+    _hold_write_behind(monkeypatch)
+    calls = BEHIND_BATCH + 6
+    with ledger.record_run("one window") as run:
+        client = run.instrument(ScriptedClient([f"answer {i}" for i in range(calls + 1)]))
+        for i in range(calls):
+            ask(client, f"question {i}")
+        queued = [len(request.events) for request in ledger._committer._queue]
+        assert queued == [BEHIND_BATCH, 6]
+        run.flush()
+        assert not ledger._committer._queue
+        ask(client, "after the flush")  # a new commit: the flushed one is closed
+        run.delta({"after": True})
+        run_id = run.run_id
+    events = ledger.events(run_id)
+    assert [e.position for e in events] == list(range(1, calls + 5))
+    assert [e.kind for e in events[1:-2]] == ["ModelCalled"] * (calls + 1)
+    answers = [ledger.conversation(e.payload["response_ref"])[-1] for e in events[1:-3]]
+    texts = [a["choices"][0]["message"]["content"] for a in answers]
+    assert texts == [f"answer {i}" for i in range(calls)]
+    assert ledger.verify().ok
+
+
+def test_a_shared_commit_refused_loses_every_call_in_it_and_says_so_once(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three calls queued as one commit, refused together: the run goes on from what committed."""
+    from agentledger.agents.testing import ScriptedClient
+    from agentledger.ledger import ConcurrencyError, RunRecorder
+
+    _hold_write_behind(monkeypatch)
+    run = ledger.record_run("refused together")
+    client = run.instrument(ScriptedClient(["one", "two", "three", "four"]))
+    RunRecorder(ledger, ledger.load(run.run_id)).delta({"first": True})  # takes position 2
+    for text in ("one", "two", "three"):
+        ask(client, text)
+    assert [len(request.events) for request in ledger._committer._queue] == [3]
+    assert run.position == 4
+    with pytest.raises(ConcurrencyError):
+        run.flush()
+    run.flush()  # raised once
+    assert run.position == 1  # none of the three is counted as being committed any more
+    assert [e.kind for e in ledger.events(run.run_id)] == ["RunStarted", "DeltaApplied"]
+    assert ledger.verify().ok
