@@ -460,6 +460,8 @@ def _assembled(call: _Call, chunks: list[dict[str, Any]]) -> dict[str, Any]:
 class _InstrumentedClient:
     """What ``run.instrument(client)`` returns for a scripted client: the same interface."""
 
+    agentledger_instrumented = True  # the ledger's INSTRUMENTED_MARK: not instrumented twice
+
     def __init__(self, client: ScriptedClient | AsyncScriptedClient, completions: Any) -> None:
         self._client = client
         self.chat = _Chat(completions)

@@ -40,6 +40,7 @@ __all__ = [
     "load_entry",
     "prompt_refs",
     "recorded_function",
+    "script_module",
 ]
 
 PromptSpec = str | tuple[str, str]
@@ -138,7 +139,7 @@ def _entry_point(fn: Callable[..., Any], target: Any) -> EntryPoint:
         )
     module_name = target.__module__
     if module_name == "__main__":
-        module_name = _script_module(module, qualname)
+        module_name = script_module(module, qualname)
     return EntryPoint(
         path=f"{module_name}:{qualname}",
         file=_shown(getattr(module, "__file__", None)),
@@ -261,7 +262,7 @@ def _names(module: ModuleType, qualname: str, given: Any, target: Any) -> bool:
     return found is target or found is given or (inspect.ismethod(target) and found == target)
 
 
-def _script_module(module: ModuleType, qualname: str) -> str:
+def script_module(module: ModuleType, qualname: str) -> str:
     """The module name of the script run as ``__main__`` (``python my_agent.py``)."""
     spec = getattr(module, "__spec__", None)
     if spec is not None and spec.name and not spec.name.endswith("__main__"):

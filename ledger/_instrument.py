@@ -39,6 +39,7 @@ from agentledger.ledger.events import Attempt, ErrorInfo
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "INSTRUMENTED_MARK",
     "CallRecord",
     "Instrumentation",
     "ModelCallPort",
@@ -54,11 +55,22 @@ ENTRY_POINT_GROUP = "agentledger.instrumentations"
 names a zero-argument callable returning an `Instrumentation`)."""
 
 
+INSTRUMENTED_MARK = "agentledger_instrumented"
+"""A class attribute set (True) on the types of instrumented clients: instrumenting one again
+is refused by name, not as an unknown type."""
+
+
 class UninstrumentableClientError(UsageError):
     """No installed instrumentation handles this client's type."""
 
     def __init__(self, client: object, known: list[str]) -> None:
         self.client_type = f"{type(client).__module__}.{type(client).__qualname__}"
+        if getattr(type(client), INSTRUMENTED_MARK, False):
+            super().__init__(
+                f"cannot instrument {client!r}: it is already instrumented (what "
+                "run.instrument returned); instrument the SDK client itself, once per run"
+            )
+            return
         names = ", ".join(known) or "none"
         super().__init__(
             f"cannot instrument a {self.client_type}: no instrumentation handles it "

@@ -1623,6 +1623,16 @@ class _LivePort:
     def redacted(self, value: Any) -> Any:
         return self._recorder.redacted(value)
 
+    def check_open(self) -> None:
+        """Raise `RunClosedError` when the run has ended: a call now could not be recorded.
+
+        Instrumented clients ask before sending, so a client kept past its run does not call
+        (and pay for) the model only to fail when the answer comes back.
+        """
+        recorder = self._recorder
+        if recorder._ended or recorder._run.status != "running":
+            raise RunClosedError(recorder.run_id, recorder._run.status)
+
     async def arecord_call(self, call: CallRecord) -> int:
         return await self._recorder.arecord_call(call)
 
@@ -1791,11 +1801,20 @@ def _error(error: BaseException) -> ErrorInfo:
     cannot carry) becomes its backslash escape.
     """
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=5))
+    message = str(error)[:_ERROR_TEXT] or _NO_MESSAGE.get(type(error).__name__, "")
     return ErrorInfo(
         type=_text(type(error).__name__),
-        message=_text(str(error)[:_ERROR_TEXT]),
+        message=_text(message),
         traceback=_text(text[-_ERROR_TEXT:]),
     )
+
+
+_NO_MESSAGE = {
+    "CancelledError": "the task was cancelled",
+    "KeyboardInterrupt": "interrupted (Ctrl-C)",
+    "TimeoutError": "timed out",
+}
+"""What a run's failure says for exceptions that usually carry no message of their own."""
 
 
 def _text(text: str) -> str:

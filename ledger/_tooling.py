@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentledger.ledger._canonical import as_recorded
+from agentledger.ledger._entry import EntryError, script_module
 from agentledger.ledger.errors import InvalidPayloadError, UsageError
 from agentledger.ledger.events import ToolErrorInfo
 
@@ -203,10 +204,19 @@ def tool_wrapper(recorder: RunRecorder, fn: Callable[..., Any], spec: ToolSpec) 
 
 
 def error_code(kind: type[BaseException]) -> str:
-    """How a failed result names an exception type: ``ValueError``, ``pkg.mod.Error``."""
-    if kind.__module__ == "builtins":
+    """How a failed result names an exception type: ``ValueError``, ``pkg.mod.Error``.
+
+    A type defined in a script run as ``python my_agent.py`` is named by the script's module
+    name (``my_agent.Error``), as its recorded function is: replay imports the script under
+    that name, and raises the recorded failure as the same type again.
+    """
+    module = kind.__module__
+    if module == "builtins":
         return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
+    if module == "__main__" and sys.modules.get("__main__") is not None:
+        with suppress(EntryError):
+            module = script_module(sys.modules["__main__"], kind.__qualname__)
+    return f"{module}.{kind.__qualname__}"
 
 
 def raise_recorded(tool: str, code: str, message: str) -> Exception:

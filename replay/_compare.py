@@ -114,7 +114,8 @@ class Divergence:
         if self.reason:
             return self.reason
         if self.expected_kind != self.actual_kind:
-            return f"expected {self.expected_kind}, replay recorded {self.actual_kind}"
+            failed = _failure(self.actual_kind, self.actual)
+            return f"expected {self.expected_kind}, replay recorded {self.actual_kind}{failed}"
         paths = ", ".join(c.path for c in self.changes[:5])
         more = f" (+{len(self.changes) - 5} more)" if len(self.changes) > 5 else ""
         return f"{self.actual_kind} differs at {paths}{more}"
@@ -130,6 +131,16 @@ class Divergence:
                 {"path": c.path, "expected": c.expected, "actual": c.actual} for c in self.changes
             ],
         }
+
+
+def _failure(kind: str | None, payload: dict[str, Any] | None) -> str:
+    """`` (Type: message)`` for a RunFailed the replay recorded: why the code failed this time."""
+    if kind != "RunFailed" or not payload:
+        return ""
+    error = payload.get("error") or {}
+    name, message = error.get("type") or "error", str(error.get("message") or "")
+    shown = message if len(message) <= 200 else message[:199] + "…"
+    return f" ({name}: {shown})" if shown else f" ({name})"
 
 
 def divergence(

@@ -36,6 +36,7 @@ from agentledger.ledger import (
     load_entry,
 )
 from agentledger.ledger.events import EntryPoint, RunStarted, upcast
+from agentledger.replay._outcome import run_problem
 from agentledger.replay._paged import PagedEvents
 from agentledger.replay._recorder import ReplayStopped, salt_for
 from agentledger.replay._serving import STALL_TIMEOUT_S, CallBook, ServingRecorder
@@ -442,4 +443,5 @@ def rerun_function_run(
         live_model_calls=recorder.live_calls,
         served_tool_calls=recorder.served_tools,
         live_tool_calls=recorder.live_tools,
+        error=None if stopped else run_problem(ledger, new_id),
     )

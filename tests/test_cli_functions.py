@@ -98,3 +98,72 @@ def test_an_imported_script_run_needs_entry(
     assert main(["--db", db, "fork", run_id, "--at", "2"]) == 0
     with Ledger.open(db) as ledger:
         assert len(ledger.runs()) == 3
+
+
+RAISING = '''"""A user's script whose recorded tool raises the script's own exception type."""
+from agentledger.ledger import Ledger
+
+
+class LookupFailed(Exception):
+    pass
+
+
+def agent(run, question):
+    @run.recorded_tool
+    def look_up(name):
+        raise LookupFailed(f"no entry for {name}")
+
+    try:
+        look_up(question)
+    except LookupFailed as error:
+        run.answer(f"sorry: {error}")
+        return "handled"
+    return "not reached"
+
+
+if __name__ == "__main__":
+    with Ledger.open("sqlite:///runs.db") as ledger:
+        print(ledger.record_function(agent, "paris")[1])
+'''
+
+
+@pytest.mark.slow
+def test_an_exception_type_of_a_script_replays_as_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Recorded under the script's module name, not __main__, the failure is caught in replay."""
+    (tmp_path / "raising_agent.py").write_text(RAISING, "utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "raising_agent", raising=False)
+    done = subprocess.run(
+        [sys.executable, "raising_agent.py"], capture_output=True, text=True, check=True
+    )
+    db, run_id = f"sqlite:///{tmp_path / 'runs.db'}", done.stdout.strip()
+    with Ledger.open(db) as ledger:
+        returned = [e for e in ledger.events(run_id) if e.kind == "ToolReturned"]
+    assert returned[0].payload["error"]["code"] == "raising_agent.LookupFailed"
+    assert main(["--db", db, "replay", run_id]) == 0
+    assert "identical" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_replay_that_fails_names_the_error(
+    recorded: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When the code now raises, replay's divergence and rerun's failure say what it raised."""
+    db, run_id = recorded
+    script = tmp_path / "my_agent.py"
+    script.write_text(
+        SCRIPT.replace(
+            "    answers = await asyncio.gather(",
+            '    raise KeyError("region")\n    answers = await asyncio.gather(',
+        ),
+        "utf-8",
+    )
+    sys.modules.pop("my_agent", None)
+    assert main(["--db", db, "replay", run_id]) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGED at position 2: expected ModelCalled, replay recorded RunFailed" in out
+    assert "(KeyError: 'region')" in out
+    assert main(["--db", db, "rerun", run_id]) == 1
+    assert "failed: KeyError: 'region'" in capsys.readouterr().err

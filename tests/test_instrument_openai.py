@@ -20,7 +20,12 @@ from agentledger.agents.loopback import LoopbackServer, Reply, ToolCallReply
 from agentledger.agents.models import UnrecordedCallError
 from agentledger.agents.models.openai_instrument import InstrumentedOpenAI, instrumentation
 from agentledger.agents.testing import database_bytes
-from agentledger.ledger import Ledger, UninstrumentableClientError, instrumentation_for
+from agentledger.ledger import (
+    Ledger,
+    RunClosedError,
+    UninstrumentableClientError,
+    instrumentation_for,
+)
 
 KEY = "sk-test-openai-0123456789abcdefghij"
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -326,6 +331,9 @@ def test_with_options_returns_a_client_still_recorded(server: LoopbackServer) ->
         ("chat", "completions", "with_streaming_response"),
         ("chat", "completions", "parse"),
         ("chat", "completions", "stream"),
+        ("beta", "with_raw_response"),
+        ("beta", "chat", "completions", "parse"),
+        ("beta", "chat", "completions", "stream"),
     ],
 )
 def test_what_would_bypass_recording_is_refused_clearly(
@@ -338,6 +346,41 @@ def test_what_would_bypass_recording_is_refused_clearly(
     with pytest.raises(UnrecordedCallError, match=path[-1]) as caught:
         getattr(target, path[-1])
     assert caught.value.attribute == path[-1]
+
+
+def test_beta_chat_completions_are_recorded_as_chat_completions(server: LoopbackServer) -> None:
+    """``client.beta.chat`` is the SDK's chat resource: its calls land in the run too."""
+    port = KeptCalls()
+    wrapped = wrap(client(server), port)
+    reply = wrapped.beta.chat.completions.create(model="gpt-4o-mini", messages=USER)
+    assert reply.choices[0].message.content
+    assert [c.model for c in port.calls] == ["gpt-4o-mini"]
+    assert wrapped.beta.assistants is wrapped._wrapped.beta.assistants  # the rest passes through
+
+
+def test_a_client_kept_past_its_run_refuses_before_calling_the_model(
+    server: LoopbackServer,
+) -> None:
+    """After the run ended, a call raises RunClosedError and no request reaches the server."""
+    with Ledger.open("memory://") as ledger:
+        with ledger.record_run("short") as run:
+            kept = run.instrument(client(server))
+            kept.chat.completions.create(model="m", messages=USER)
+        sent = len(server.requests)
+        with pytest.raises(RunClosedError):
+            kept.chat.completions.create(model="m", messages=USER)
+        with pytest.raises(RunClosedError):
+            kept.chat.completions.create(model="m", messages=USER, stream=True)
+        assert len(server.requests) == sent
+        assert [e.kind for e in ledger.events(run.run_id)].count("ModelCalled") == 1
+
+
+def test_an_instrumented_client_is_not_instrumented_again(server: LoopbackServer) -> None:
+    """Passing what run.instrument returned to it again says so, not "no instrumentation"."""
+    with Ledger.open("memory://") as ledger, ledger.record_run("twice") as run:
+        wrapped = run.instrument(client(server))
+        with pytest.raises(UninstrumentableClientError, match="already instrumented"):
+            run.instrument(wrapped)
 
 
 def test_a_client_no_instrumentation_handles_is_refused() -> None:

@@ -247,3 +247,27 @@ def test_a_script_run_as_main_is_recorded_under_its_module_name(tmp_path: Path) 
     with Ledger.open(f"sqlite:///{tmp_path / 'runs.db'}") as ledger:
         entry = ledger.events(done.stdout.strip())[0].payload["entry"]
     assert (entry["path"], entry["file"]) == ("my_agent:agent", "my_agent.py")
+
+
+def test_a_cancelled_run_says_why_it_failed() -> None:
+    """A run whose task is cancelled records RunFailed naming the cancellation, not ""."""
+
+    async def agent(ledger: Ledger) -> None:
+        async with ledger.arecord_run("cancelled", input="q") as run:
+            await run.aanswer("started")
+            await asyncio.sleep(60)
+
+    async def main(ledger: Ledger) -> None:
+        task = asyncio.ensure_future(agent(ledger))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with Ledger.open("memory://") as ledger:
+        asyncio.run(main(ledger))
+        (run,) = ledger.runs()
+        failed = ledger.events(run.run_id)[-1]
+    assert failed.kind == "RunFailed"
+    assert failed.payload["error"]["type"] == "CancelledError"
+    assert failed.payload["error"]["message"] == "the task was cancelled"

@@ -188,6 +188,7 @@ class CallSite:
         served = self.port.serve_call(request) if self.port.replaying else None
         if served is not None:
             return self.replay(request, served, stream=stream)
+        self.check_open()
         started = perf_counter()  # live (a rerun's port serves None for a changed request)
         try:
             result = send(**sent)
@@ -207,6 +208,7 @@ class CallSite:
         served = self.port.serve_call(request) if self.port.replaying else None
         if served is not None:
             return await self.areplay(request, served, stream=stream)
+        self.check_open()
         started = perf_counter()  # live (a rerun's port serves None for a changed request)
         try:
             result = await send(**sent)
@@ -218,6 +220,15 @@ class CallSite:
         response = result.model_dump(mode="json")
         await self.port.arecord_call(self.completed(request, response, started))
         return self.as_recorded(result, response)
+
+    def check_open(self) -> None:
+        """Refuse a live call the port could not record (its run has ended), before sending.
+
+        A port that can tell offers ``check_open`` (the recording run's port does).
+        """
+        check = getattr(self.port, "check_open", None)
+        if check is not None:
+            check()
 
     def as_recorded(self, result: Any, response: dict[str, Any]) -> Any:
         """The SDK answer the code goes on with: rebuilt from the record when it was redacted.

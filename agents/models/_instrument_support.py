@@ -358,6 +358,9 @@ class InstrumentedClient(Passthrough):
     returns into the same run, and ``with``/``async with`` enter and leave the wrapped client.
     """
 
+    agentledger_instrumented: ClassVar[bool] = True
+    """The ledger's ``INSTRUMENTED_MARK``: instrumenting this object again is refused by name."""
+
     def __init__(self, client: Any, port: ModelCallPort) -> None:
         super().__init__(client)
         self._port = port

@@ -3,12 +3,13 @@
 Provides, through the ``agentledger.instrumentations`` entry point ``openai``, the
 `Instrumentation` for `openai.OpenAI` and `openai.AsyncOpenAI` (and their subclasses). The
 wrapped client keeps the client's interface: everything passes through to it except
-``chat.completions.create`` (``stream=True`` included, ``stream_options`` as given), which is
-recorded as one ModelCalled per call (see `agentledger.agents.models._instrument_calls`), and
-``with_options``/``copy``, which return an instrumented copy recording into the same run.
-``with_raw_response``, ``with_streaming_response`` and ``chat.completions.parse``/``stream``
+``chat.completions.create`` (``stream=True`` included, ``stream_options`` as given; the same
+resource reached as ``beta.chat.completions`` too), which is recorded as one ModelCalled per
+call (see `agentledger.agents.models._instrument_calls`), and ``with_options``/``copy``, which
+return an instrumented copy recording into the same run. ``with_raw_response``,
+``with_streaming_response`` and ``chat.completions.parse``/``stream`` (through ``beta`` too)
 would call the model unrecorded, so they raise `UnrecordedCallError`. Other resources
-(``responses``, ``embeddings``, ``files``...) pass through unrecorded.
+(``responses``, ``embeddings``, ``files``, the rest of ``beta``...) pass through unrecorded.
 
 In replay, ``create`` makes no network call: the recorded answer comes back as a real
 `ChatCompletion`, or for ``stream=True`` as real `ChatCompletionChunk`s carrying the recorded
@@ -103,6 +104,27 @@ class InstrumentedOpenAI(InstrumentedClient):
     @cached_property
     def chat(self) -> _Chat:
         """``client.chat``, its completions recorded."""
+        return _Chat(self._wrapped.chat, self._site)
+
+    @cached_property
+    def beta(self) -> _Beta:
+        """``client.beta``: its ``chat`` is the same resource as ``client.chat``, recorded."""
+        return _Beta(self._wrapped.beta, self._site)
+
+
+class _Beta(Passthrough):
+    refused: ClassVar[Mapping[str, str]] = {
+        "with_raw_response": _RAW,
+        "with_streaming_response": _RAW,
+    }
+
+    def __init__(self, beta: Any, site: CallSite) -> None:
+        super().__init__(beta)
+        self._site = site
+
+    @cached_property
+    def chat(self) -> _Chat:
+        """``client.beta.chat``, its completions recorded as ``client.chat``'s are."""
         return _Chat(self._wrapped.chat, self._site)
 
 
