@@ -30,6 +30,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import TracebackType
 from typing import Any
 
 from agentledger.ledger import (
@@ -605,8 +606,12 @@ class ServingRecorder(CheckingRecorder):
             position -= 1
         return position
 
-    def _wait_turn(self, position: int) -> None:
-        """Block until every event before ``position`` is recorded (a thread's served call)."""
+    def _wait_turn(self, position: int, *, soft: bool = False) -> None:
+        """Block until every event before ``position`` is recorded (a thread's served call).
+
+        ``soft`` (the run's end): when the wait cannot end, return instead of reporting a
+        stall, so that the end is recorded and compared where it falls.
+        """
         position = self._turn(position)
         if self.divergence is None and self.position >= position - 1:
             return  # already its turn (the usual case: one call at a time)
@@ -618,6 +623,8 @@ class ServingRecorder(CheckingRecorder):
             try:
                 while True:
                     if self.divergence is not None:
+                        if soft:
+                            return
                         raise ReplayDivergenceError(self._recorded_run_id, self.divergence)
                     if self.position >= position - 1:
                         return
@@ -628,9 +635,10 @@ class ServingRecorder(CheckingRecorder):
             finally:
                 self._sleepers -= 1
                 self._blocked.discard(me)
-        raise self._stalled(position)
+        if not soft:
+            raise self._stalled(position)
 
-    async def _await_turn(self, position: int) -> None:
+    async def _await_turn(self, position: int, *, soft: bool = False) -> None:
         """`_wait_turn` for a task: awaits, so the other tasks go on."""
         position = self._turn(position)
         if self.divergence is None and self.position >= position - 1:
@@ -641,6 +649,8 @@ class ServingRecorder(CheckingRecorder):
         while True:
             with self._turns:
                 if self.divergence is not None:
+                    if soft:
+                        return
                     raise ReplayDivergenceError(self._recorded_run_id, self.divergence)
                 if self.position >= position - 1:
                     return
@@ -657,7 +667,41 @@ class ServingRecorder(CheckingRecorder):
                     self._waiting = [w for w in self._waiting if w[2] is not future]
             if not future.done() and self._nobody_else(me):
                 break
-        raise self._stalled(position)
+        if not soft:
+            raise self._stalled(position)
+
+    def _end_turn(self) -> int | None:
+        """The recorded end's position, when the run's end is to be gated; else None.
+
+        A run can end (its function returns or raises) while other threads or tasks of it
+        still record: a gathered tool that failed leaves the others running. Their events were
+        recorded before the end; replay records the end at its turn too, so it waits for them.
+        """
+        if not self._gate or not self.book.finished or self.divergence is not None:
+            return None
+        return len(self._expected)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        end = None if self.closed else self._end_turn()
+        if end is not None:
+            self._wait_turn(end, soft=True)
+        super().__exit__(exc_type, exc, tb)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        end = None if self.closed else self._end_turn()
+        if end is not None:
+            await self._await_turn(end, soft=True)
+        await super().__aexit__(exc_type, exc, tb)
 
     def _nobody_else(self, me: Any) -> bool:
         """Whether every other party of the run is finished or waiting too (a deadlock)."""

@@ -79,6 +79,18 @@ def test_concurrent_calls_replay_in_their_recorded_completion_order(ledger: Ledg
         assert replay_run(ledger, run_id).identical
 
 
+def test_a_run_ended_while_its_tasks_still_ran_replays_identically(ledger: Ledger) -> None:
+    """Tools still finishing when a gathered one failed the run are replayed before its end."""
+    with pytest.raises(ValueError, match="below zero"):
+        ledger.record_function(agents.gathered_failing, "q")
+    (run,) = ledger.runs()
+    kinds = [e.kind for e in ledger.events(run.run_id)]
+    assert kinds[-2:] == ["ToolReturned", "RunFailed"]
+    assert kinds.count("ToolReturned") == 3  # Lima's returned after Nuuk's failure
+    for _ in range(3):
+        assert replay_run(ledger, run.run_id).identical
+
+
 def test_a_changed_prompt_string_diverges_at_that_call(ledger: Ledger) -> None:
     """Replay names the first call whose request changed, the path and the message."""
     _, run_id = ledger.record_function(agents.triage, "Weather in Oslo?")

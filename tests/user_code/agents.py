@@ -221,3 +221,16 @@ def tooled(run: RunRecorder, question: str) -> str:
     answer = str(second.choices[0].message.content)
     run.answer(answer)
     return answer
+
+
+async def gathered_failing(run: RunRecorder, question: str) -> None:  # noqa: ARG001
+    """One of three gathered tools raises: the run fails while the other two still finish."""
+
+    @run.recorded_tool(name="probe")
+    async def probe(city: str) -> int:
+        await asyncio.sleep(0.01)
+        if CITIES[city] < 0:
+            raise ValueError(f"no reading below zero in {city}")
+        return CITIES[city]
+
+    await asyncio.gather(probe("Oslo"), probe("Nuuk"), probe("Lima"))
