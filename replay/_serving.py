@@ -368,6 +368,7 @@ class ServingRecorder(CheckingRecorder):
             error=ErrorInfo.model_validate(error) if error else None,
             chunks=found.chunks,
             position=found.position,
+            attempts=[_attempt(a) for a in found.payload.get("attempts", [])],
         )
 
     def record_served(self, call: CallRecord) -> int:

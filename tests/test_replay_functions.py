@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from user_code import agents
 
+from agentledger.agents.loopback import LoopbackServer, Reply
 from agentledger.agents.prompts import PromptLibrary
 from agentledger.ledger import Ledger, RunRecorder
 from agentledger.replay import (
@@ -89,6 +91,23 @@ def test_a_run_ended_while_its_tasks_still_ran_replays_identically(ledger: Ledge
     assert kinds.count("ToolReturned") == 3  # Lima's returned after Nuuk's failure
     for _ in range(3):
         assert replay_run(ledger, run.run_id).identical
+
+
+def test_a_call_given_up_on_is_recorded_and_replays_offline(ledger: Ledger) -> None:
+    """A call cancelled by a timeout is recorded (it was sent) and replays as given up again."""
+    with LoopbackServer() as server:
+        server.reply(Reply(text="too late", delay_s=1.0), Reply(text="on time"))
+        agents.OPENAI_URL = server.openai_url
+        result, run_id = asyncio.run(ledger.arecord_function(agents.impatient, "q"))
+    agents.OPENAI_URL = "http://127.0.0.1:9/v1"  # nothing answers there: replay is offline
+    assert result == ["gave up", "on time"]
+    calls = [e.payload for e in ledger.events(run_id) if e.kind == "ModelCalled"]
+    assert [c["error"]["type"] if c.get("error") else None for c in calls] == [
+        "CancelledError",
+        None,
+    ]
+    assert calls[0]["latency_ms"] >= 150
+    assert replay_run(ledger, run_id).identical
 
 
 def test_a_changed_prompt_string_diverges_at_that_call(ledger: Ledger) -> None:

@@ -11,6 +11,7 @@ the `Vendor` strategy that speaks for one).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -34,6 +35,11 @@ __all__ = ["AsyncRecordedStream", "CallSite", "RecordedStream"]
 
 _ERROR_TEXT = 4000
 """How much of an error's message a failed call records (its start)."""
+CANCELLED = "CancelledError"
+"""The error type of a call cancelled before it answered (`CallSite.cancelled`)."""
+_CANCELLED_TEXT = "the call was cancelled before it answered"
+CANCEL_GRACE_S = 5.0
+"""How much longer than recorded replay waits for a call recorded as cancelled to be cancelled."""
 
 
 class CallSite:
@@ -116,6 +122,23 @@ class CallSite:
         latency = (perf_counter() - started) * 1000.0
         failure, attempts = self._failure(error, latency)
         return dataclasses.replace(request, latency_ms=latency, error=failure, attempts=attempts)
+
+    def cancelled(self, request: CallRecord, started: float) -> CallRecord:
+        """The record of a call cancelled before it answered (`CANCELLED`, no response).
+
+        The request was sent (and may be billed), so the call is recorded; replay serves it as
+        a call that answers nothing until the code cancels it again.
+        """
+        latency = (perf_counter() - started) * 1000.0
+        attempt = Attempt(
+            number=1, error_type=CANCELLED, error_message=_CANCELLED_TEXT, latency_ms=latency
+        )
+        return dataclasses.replace(
+            request,
+            latency_ms=latency,
+            error=ErrorInfo(type=CANCELLED, message=_CANCELLED_TEXT),
+            attempts=[attempt],
+        )
 
     def _failure(self, error: BaseException, latency_ms: float) -> tuple[ErrorInfo, list[Attempt]]:
         kind = type(error).__name__
@@ -215,6 +238,9 @@ class CallSite:
         except self.vendor.errors as error:
             await self.port.arecord_call(self.failed(request, error, started))
             raise
+        except asyncio.CancelledError:  # a timeout or a cancelled task: the model was asked
+            await self.port.arecord_call(self.cancelled(request, started))
+            raise
         if stream:
             return AsyncRecordedStream(result, self, request, started)
         response = result.model_dump(mode="json")
@@ -229,6 +255,22 @@ class CallSite:
         check = getattr(self.port, "check_open", None)
         if check is not None:
             check()
+
+    async def _served_cancellation(
+        self, request: CallRecord, served: ServedCall, started: float, *, stream: bool
+    ) -> None:
+        """Serve a call recorded as cancelled: it answers nothing until it is cancelled again.
+
+        The code that cancelled it (a timeout, a task cancelled) does so again in replay, about
+        as long after the call as recorded; a call still waiting `CANCEL_GRACE_S` after that
+        is cancelled here, as the record says it was. Either way it is recorded when it ends.
+        """
+        waited_ms = max((a.latency_ms or 0.0 for a in served.attempts), default=0.0)
+        try:
+            await asyncio.sleep(waited_ms / 1000.0 + CANCEL_GRACE_S)
+        finally:
+            await self.port.arecord_call(self.served(request, served, started, stream=stream))
+        raise asyncio.CancelledError  # as a cancelled task raises it: with no message
 
     def as_recorded(self, result: Any, response: dict[str, Any]) -> Any:
         """The SDK answer the code goes on with: rebuilt from the record when it was redacted.
@@ -259,6 +301,8 @@ class CallSite:
     async def areplay(self, request: CallRecord, served: ServedCall, *, stream: bool) -> Any:
         """Serve an async call from the record (see `replay`)."""
         started = perf_counter()
+        if served.error is not None and served.error.type == CANCELLED:
+            await self._served_cancellation(request, served, started, stream=stream)
         if served.response is None or (served.error is not None and not stream):
             error = self.served_exception(served)
             await self.port.arecord_call(

@@ -11,6 +11,8 @@ import asyncio
 import threading
 from typing import Any
 
+import openai  # noqa: TID251 - a user's agent calls the real SDK
+
 from agentledger.agents.testing import AsyncScriptedClient, ScriptedClient
 from agentledger.ledger import RunRecorder, recorded_function
 
@@ -234,3 +236,25 @@ async def gathered_failing(run: RunRecorder, question: str) -> None:  # noqa: AR
         return CITIES[city]
 
     await asyncio.gather(probe("Oslo"), probe("Nuuk"), probe("Lima"))
+
+
+OPENAI_URL = "http://127.0.0.1:9/v1"
+"""Where `impatient` sends its calls (a test points it at a loopback server)."""
+
+
+async def impatient(run: RunRecorder, question: str) -> list[str]:
+    """A call given up after 0.2 s (`asyncio.wait_for`), then one that answers."""
+    async with openai.AsyncOpenAI(api_key="sk-test", base_url=OPENAI_URL, max_retries=0) as sdk:
+        client = run.instrument(sdk)
+        slow = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": f"slow {question}"}]
+        )
+        try:
+            await asyncio.wait_for(slow, timeout=0.2)
+            first = "answered"
+        except TimeoutError:
+            first = "gave up"
+        reply = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "quick"}]
+        )
+        return [first, str(reply.choices[0].message.content)]
