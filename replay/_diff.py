@@ -45,6 +45,7 @@ from agentledger.replay._diff_units import (
     Item,
     Unit,
     align_items,
+    align_served,
     align_units,
     build_units,
     payload_of,
@@ -168,7 +169,7 @@ def diff_runs(ledger: Ledger, a: str, b: str) -> RunDiff:
     """
     run_a, run_b = _read(ledger, a), _read(ledger, b)
     cache = BlobCache(ledger)
-    pairs = align_units(run_a.units, run_b.units)
+    pairs = align_served(run_a.units, run_b.units, a) or align_units(run_a.units, run_b.units)
     ids = IdMap()
     aligned: list[tuple[Unit | None, Unit | None, list[tuple[Item | None, Item | None]]]] = []
     for i, j in pairs:

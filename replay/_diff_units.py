@@ -20,7 +20,15 @@ from typing import Any
 from agentledger.ledger import RecordedEvent
 from agentledger.ledger.events import event_type
 
-__all__ = ["Item", "Unit", "align_items", "align_units", "build_units", "payload_of"]
+__all__ = [
+    "Item",
+    "Unit",
+    "align_items",
+    "align_served",
+    "align_units",
+    "build_units",
+    "payload_of",
+]
 
 _SKIPPED = frozenset({"RunStarted", "RunAnnotated"})
 """Kinds that are not units: RunStarted is compared as input and config; notes are not runs."""
@@ -223,6 +231,54 @@ def align_units(a: Sequence[Unit], b: Sequence[Unit]) -> list[Pair]:
         pairs.append((None if i is None else i + head, None if j is None else j + head))
     pairs += [(len(a) - tail + k, len(b) - tail + k) for k in range(tail)]
     return _refine(a, b, pairs)
+
+
+def align_served(a: Sequence[Unit], b: Sequence[Unit], a_run_id: str) -> list[Pair] | None:
+    """Pair b's units served from run a (a rerun's ``served_from``) with what served them.
+
+    A rerun marks each call and tool result it took from its parent ``PARENT@POSITION``: that
+    names the parent's unit exactly, whatever order concurrent calls completed in, where
+    aligning by order would pair one thread's call with another's. The units the record did
+    not serve (changed, live) are aligned among themselves as `align_units` does. None when
+    no unit of b was served from a.
+    """
+    where: dict[int, int] = {}
+    for i, unit in enumerate(a):
+        for item in unit.items:
+            for record in item.records:
+                where[record.position] = i
+    prefix = f"{a_run_id}@"
+    links: dict[int, int] = {}
+    taken: set[int] = set()
+    for j, unit in enumerate(b):
+        for record in (r for item in unit.items for r in item.records):
+            served = payload_of(record).get("served_from")
+            if not isinstance(served, str) or not served.startswith(prefix):
+                continue
+            position = served[len(prefix) :]
+            i = where.get(int(position)) if position.isdigit() else None
+            if i is not None and i not in taken:
+                links[j] = i
+                taken.add(i)
+                break
+    if not links:
+        return None
+    rest_a = [i for i in range(len(a)) if i not in taken]
+    rest_b = [j for j in range(len(b)) if j not in links]
+    pairs: list[Pair] = [(i, j) for j, i in links.items()]
+    for i, j in align_units([a[i] for i in rest_a], [b[j] for j in rest_b]):
+        pairs.append((None if i is None else rest_a[i], None if j is None else rest_b[j]))
+    by_b = {j: i for i, j in pairs if j is not None}
+    anchor, order = -1, {}
+    for j in range(len(b)):  # a unit only b has goes after the a unit its predecessor pairs
+        i = by_b.get(j)
+        if i is not None:
+            anchor = i
+        order[j] = anchor
+    return sorted(
+        pairs,
+        key=lambda p: (p[0], 0, 0) if p[0] is not None else (order[p[1] or 0], 1, p[1] or 0),
+    )
 
 
 def _match(keys_a: Sequence[Any], keys_b: Sequence[Any]) -> list[Pair]:

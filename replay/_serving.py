@@ -24,6 +24,7 @@ recorder it is given.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import threading
 import time
 import weakref
@@ -244,6 +245,13 @@ class ServingPort:
         """The recorded answer to ``call``'s request; None: call the model (past the record)."""
         return self._recorder.serve_model(call)
 
+    async def aserve_call(self, call: CallRecord) -> ServedCall | None:
+        """`serve_call` for async clients: a live call awaits the end of the repeated prefix."""
+        served = self._recorder.serve_model(call)
+        if served is None:
+            await self._recorder._alive_after_prefix()
+        return served
+
     def record_call(self, call: CallRecord) -> int:
         """Record the finished call (at its recorded position when gated)."""
         return self._recorder.record_served(call)
@@ -356,6 +364,8 @@ class ServingRecorder(CheckingRecorder):
         found = self.book.take_call(key)
         if found is None:
             if self._live:
+                if asyncio._get_running_loop() is None:  # a task awaits in `aserve_call`
+                    self._live_after_prefix()
                 self.live_calls += 1
                 return None
             raise self._unmatched_call(call)
@@ -442,7 +452,13 @@ class ServingRecorder(CheckingRecorder):
                 "replay made a model call the record does not hold",
             )
         else:
-            best = max(candidates, key=lambda c: self._likeness(c, call))
+            best = self._most_like(candidates, call)
+            if self._gate and asyncio._get_running_loop() is None:
+                # A thread: report at the recorded call's turn, so that of several threads
+                # diverging at once the earliest position is reported, whatever the scheduling.
+                self._wait_turn(best.position, soft=True)
+                if self.divergence is not None:
+                    return ReplayDivergenceError(self._recorded_run_id, self.divergence)
             actual = self._called_event(call, best)
             expected = comparable("ModelCalled", ModelCalled.class_version, best.payload)
             found = divergence(
@@ -454,6 +470,29 @@ class ServingRecorder(CheckingRecorder):
             paths = ", ".join(c.path for c in found.changes[:5])
             found = replace(found, reason=f"ModelCalled differs at {paths}: {detail}")
         return self._diverged(found)
+
+    def _most_like(self, candidates: Sequence[BookCall], call: CallRecord) -> BookCall:
+        """The recorded call ``call``'s request most resembles (`_likeness`).
+
+        Among those alike by the count of equal messages, the one whose differing messages
+        read most alike (a changed word, not another question) wins, then the nearest.
+        """
+        scored = [(self._likeness(c, call), c) for c in candidates]
+        top = max(score[0] for score, _ in scored)
+        tied = [(score, c) for score, c in scored if score[0] == top]
+        if len(tied) == 1:
+            return tied[0][1]
+        return max(tied, key=lambda t: (self._text_likeness(t[1], call), t[0][1]))[1]
+
+    def _text_likeness(self, recorded: BookCall, call: CallRecord) -> float:
+        """How alike the messages that differ read (0 to 1, by `difflib`)."""
+        sent = self.book.messages(recorded)
+        pairs = [(repr(a), repr(b)) for a, b in zip(sent, call.messages, strict=False) if a != b]
+        if not pairs:
+            return 1.0
+        return sum(
+            difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio() for a, b in pairs
+        ) / len(pairs)
 
     def _likeness(self, recorded: BookCall, call: CallRecord) -> tuple[int, int]:
         """How much a recorded call's request resembles ``call``'s (the nearest wins ties)."""
@@ -504,12 +543,16 @@ class ServingRecorder(CheckingRecorder):
         found = self._serving_tool(spec, arguments)
         if found is None:
             self._refuse_effect(spec, arguments)
+            if asyncio._get_running_loop() is None:
+                self._live_after_prefix()
             self.live_tools += 1
             return super()._call_tool(spec, arguments, invoke)
         if self._gate:
             self._wait_turn(found.called)
         call_id, position = self._tool_called_again(spec, arguments)
         if found.result is None:  # it never returned: run it (resume checked effects first)
+            if asyncio._get_running_loop() is None:
+                self._live_after_prefix()
             return self._finish_tool(spec, call_id, position, invoke)
         if self._gate:
             self._wait_turn(found.returned or 0)
@@ -521,12 +564,14 @@ class ServingRecorder(CheckingRecorder):
         found = self._serving_tool(spec, arguments)
         if found is None:
             self._refuse_effect(spec, arguments)
+            await self._alive_after_prefix()
             self.live_tools += 1
             return await super()._acall_tool(spec, arguments, invoke)
         if self._gate:
             await self._await_turn(found.called)
         call_id, position = await self._aop("_tool_called_again", spec, arguments)
         if found.result is None:
+            await self._alive_after_prefix()
             return await self._afinish_tool(spec, call_id, position, invoke)
         if self._gate:
             await self._await_turn(found.returned or 0)
@@ -670,6 +715,20 @@ class ServingRecorder(CheckingRecorder):
                 break
         if not soft:
             raise self._stalled(position)
+
+    def _live_after_prefix(self) -> None:
+        """Before a live call, wait until the repeated prefix is recorded (a fork, a resume).
+
+        Threads repeating a run's first events while another goes live would otherwise record
+        the live call among them: the live part starts after the prefix, as it did recorded.
+        """
+        if self._gate and self.position < self._prefix_end:
+            self._wait_turn(self._prefix_end + 1, soft=True)
+
+    async def _alive_after_prefix(self) -> None:
+        """`_live_after_prefix` for a task."""
+        if self._gate and self.position < self._prefix_end:
+            await self._await_turn(self._prefix_end + 1, soft=True)
 
     def _end_turn(self) -> int | None:
         """The recorded end's position, when the run's end is to be gated; else None.

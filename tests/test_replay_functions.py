@@ -30,8 +30,10 @@ TERSE = agents.SYSTEM
 def original_prompt() -> Iterator[None]:
     """Each test starts (and ends) with the agents' original system prompt."""
     agents.SYSTEM = TERSE
+    ask, agents.SHOUT = agents.ASK, ""
     yield
     agents.SYSTEM = TERSE
+    agents.ASK, agents.SHOUT = ask, ""
 
 
 @pytest.mark.parametrize("agent", ["triage", "gathered", "threaded", "streamed", "marked"])
@@ -108,6 +110,36 @@ def test_a_call_given_up_on_is_recorded_and_replays_offline(ledger: Ledger) -> N
     ]
     assert calls[0]["latency_ms"] >= 150
     assert replay_run(ledger, run_id).identical
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_threads_diverging_at_once_report_the_earliest_call_every_time(ledger: Ledger) -> None:
+    """Four threads whose calls all changed: the first recorded call is named, every replay."""
+    _, run_id = ledger.record_function(agents.threaded, "Weather in")
+    first = next(e.position for e in ledger.events(run_id) if e.kind == "ModelCalled")
+    agents.ASK = "{question} {city} on turn {turn}?"
+    for _ in range(4):
+        found = replay_run(ledger, run_id, raise_on_divergence=False).divergence
+        assert found is not None
+        assert found.position == first
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_one_thread_changed_is_reported_at_its_own_call(ledger: Ledger) -> None:
+    """Only Lima's questions changed: the divergence is Lima's first call, not another's."""
+    _, run_id = ledger.record_function(agents.threaded, "Weather in")
+    lima = next(
+        e.position
+        for e in ledger.events(run_id)
+        if e.kind == "ModelCalled"
+        and ledger.conversation(e.payload["messages_ref"])[-1]["content"] == "Weather in Lima #0"
+    )
+    agents.SHOUT = "Lima"
+    for _ in range(3):
+        found = replay_run(ledger, run_id, raise_on_divergence=False).divergence
+        assert found is not None
+        assert found.position == lima
+        assert "'Weather in Lima #0' -> 'WEATHER IN LIMA #0'" in found.summary()
 
 
 def test_a_changed_prompt_string_diverges_at_that_call(ledger: Ledger) -> None:
@@ -214,6 +246,19 @@ def test_fork_repeats_the_prefix_then_goes_live(ledger: Ledger) -> None:
     assert replay_run(ledger, forked.run_id).identical
     with pytest.raises(ReplayUsageError, match="takes no --patch"):
         fork_run(ledger, run_id, 4, patch={"a": 1})
+
+
+@pytest.mark.parametrize("agent", ["threaded", "gathered"])
+def test_a_fork_of_concurrent_code_goes_live_only_after_its_prefix(
+    ledger: Ledger, agent: str
+) -> None:
+    """Forked at any position, four threads (or tasks) repeat the prefix, then go live."""
+    _, run_id = ledger.record_function(getattr(agents, agent), "Weather in")
+    count = ledger.run(run_id).event_count
+    for at in range(2, count - 1):
+        forked = fork_run(ledger, run_id, at)
+        assert forked.status == "completed", at
+        assert forked.replayed_events == at
 
 
 def test_resume_continues_a_function_run_whose_process_died(ledger: Ledger) -> None:

@@ -228,7 +228,7 @@ class CallSite:
         """Make (or in replay, serve) one call of an async client."""
         sent, request = self.request(kwargs)
         stream = sent.get("stream") is True
-        served = self.port.serve_call(request) if self.port.replaying else None
+        served = await self._aserve(request) if self.port.replaying else None
         if served is not None:
             return await self.areplay(request, served, stream=stream)
         self.check_open()
@@ -255,6 +255,14 @@ class CallSite:
         check = getattr(self.port, "check_open", None)
         if check is not None:
             check()
+
+    async def _aserve(self, request: CallRecord) -> ServedCall | None:
+        """`serve_call`, awaited when the port can wait without blocking the loop."""
+        aserve = getattr(self.port, "aserve_call", None)
+        if aserve is not None:
+            served: ServedCall | None = await aserve(request)
+            return served
+        return self.port.serve_call(request)
 
     async def _served_cancellation(
         self, request: CallRecord, served: ServedCall, started: float, *, stream: bool

@@ -102,6 +102,12 @@ async def gathered(run: RunRecorder, question: str) -> list[str]:  # noqa: ARG00
     return list(answers)
 
 
+ASK = "{question} {city} #{turn}"
+"""What `threaded` asks of each city (tests change it to make every call diverge)."""
+SHOUT = ""
+"""A city whose questions `threaded` asks in upper case (tests set it to change one thread's)."""
+
+
 def threaded(run: RunRecorder, question: str) -> int:
     """Four threads writing one run: model calls, recorded tools and deltas."""
     client = run.instrument(ScriptedClient(echo, latency_s=by_city))
@@ -112,9 +118,12 @@ def threaded(run: RunRecorder, question: str) -> int:
 
     def work(city: str) -> None:
         for turn in range(3):
+            content = ASK.format(question=question, city=city, turn=turn)
             client.chat.completions.create(
                 model="scripted-1",
-                messages=[{"role": "user", "content": f"{question} {city} #{turn}"}],
+                messages=[
+                    {"role": "user", "content": content.upper() if city == SHOUT else content}
+                ],
             )
             temperature(city)
 
