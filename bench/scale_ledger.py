@@ -1,7 +1,7 @@
 """Build a large PostgreSQL ledger and measure it: the figures behind docs/scaling.md.
 
 ``python -m bench.scale_ledger --url postgresql://postgres@127.0.0.1:5432/scale --events N
-[--writers W] [--bulk] [--measure-only]`` records realistic agent runs (bench/_workload.py: 25
+[--writers W] [--clone K] [--measure-only]`` records realistic agent runs (bench/_workload.py: 25
 steps of a plan, model calls, tool calls and deltas, ~1 KB events, every run's text distinct)
 from W writer processes until the ledger holds N events, then measures what an operator feels
 at that size: bytes on disk per table, the runs index, reading one run, verifying runs,
@@ -67,6 +67,7 @@ def _writer(
 
 
 _CLONE_RUNS_PER_COPY = 300
+_END_KINDS = frozenset({"RunCompleted", "RunFailed"})
 
 
 def _clone_until(ledger: Ledger, worker: int, events: int, counter: Any) -> None:
@@ -101,6 +102,8 @@ def _clone_until(ledger: Ledger, worker: int, events: int, counter: Any) -> None
         run_rows: list[tuple[Any, ...]] = []
         tag_rows: list[tuple[str, str]] = []
         for _ in range(_CLONE_RUNS_PER_COPY):
+            if counter.value + len(event_rows) >= events:
+                break  # the ledger holds what was asked for (other writers may add a copy)
             run, stored = sources[rng.randrange(len(sources))]
             new_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
             prev = GENESIS
@@ -110,6 +113,9 @@ def _clone_until(ledger: Ledger, worker: int, events: int, counter: Any) -> None
                 start = canonical.index(b',"payload":') + len(b',"payload":')
                 end = canonical.rindex(b',"prev":"')
                 event_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+                payload_jcs = canonical[start:end]
+                if topic in _END_KINDS:  # its head hash names the copy's chain, not the original's
+                    payload_jcs = payload_jcs.replace(body["prev"].encode(), prev.encode())
                 prev, new_state = seal(
                     run_id=new_id,
                     position=position,
@@ -118,12 +124,14 @@ def _clone_until(ledger: Ledger, worker: int, events: int, counter: Any) -> None
                     timestamp=body["ts"],
                     event_id=event_id,
                     prev=prev,
-                    payload_jcs=canonical[start:end],
+                    payload_jcs=payload_jcs,
                 )
                 event_rows.append((new_id, position, topic, new_state))
             copy = {**run, "run_id": new_id, "head_hash": prev}
             run_rows.append(tuple(copy[c] for c in columns))
             tag_rows += [(t, new_id) for t in tags.get(run["run_id"], [])]
+        if not event_rows:
+            break
         with datastore.transaction(commit=True) as curs:
             table = f"{schema}.agentledger_events"
             cols = "originator_id, originator_version, topic, state"

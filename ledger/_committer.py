@@ -260,9 +260,13 @@ class GroupCommitter:
             self._resolve(request, batch_sealed)
 
     def _resolve(self, request: CommitRequest, batch_sealed: Sealed) -> None:
+        """The request's events are committed: its callback, its future, then the log.
+
+        Resolved before anything else can fail, so a committed request is never failed too.
+        """
         request.committed(batch_sealed)
-        self._ledger._logged(batch_sealed.recorded)
         request.future.set_result(batch_sealed.recorded)
+        self._ledger._logged(batch_sealed.recorded)
 
 
 def _rows(requests: Iterable[CommitRequest]) -> list[BlobRow]:

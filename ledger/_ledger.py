@@ -1390,9 +1390,19 @@ class Ledger:
             raise StorageError(self.url, str(e)) from e
 
     def _logged(self, recorded: Sequence[RecordedEvent]) -> None:
-        if self.log is not None:
+        """Log committed events; a log that fails (its pipe closed) is dropped, not retried.
+
+        The events are committed whatever the log does: its failure must not fail the commit,
+        which the recorder would then retry, nor leave the run open.
+        """
+        log = self.log
+        if log is None:
+            return
+        try:
             for record in recorded:
-                self.log.recorded(record)
+                log.recorded(record)
+        except Exception:  # noqa: BLE001 - any failure of the log's stream
+            self.log = None
 
 
 _COMMITTER_LOCK = threading.Lock()

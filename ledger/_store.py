@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 from uuid import UUID
 
 from eventsourcing.persistence import EventStore, PersistenceError
@@ -244,13 +244,31 @@ def check_durability(durability: str) -> str:
     return durability
 
 
+_SHOWN_OPTIONS = frozenset({"schema"})
+"""URL options whose values messages show; any other's value may be a secret (``?password=``)."""
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return parts._replace(netloc=netloc).geturl()
-    return url
+    """The URL without its password or any option value but the schema, for messages and logs.
+
+    A URL too malformed to take apart is shown as its scheme alone.
+    """
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        return f"{scheme}://***" if scheme else "***"
+    netloc = parts.netloc
+    if password:
+        netloc = netloc.replace(f":{password}@", ":***@")
+    query = parts.query
+    if query:
+        query = "&".join(
+            f"{name}={value}" if name in _SHOWN_OPTIONS else f"{name}=***"
+            for name, value in parse_qsl(query, keep_blank_values=True)
+        )
+    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 def open_store(
@@ -420,12 +438,16 @@ def _open_postgres(url: str, mapper: EnvelopeMapper) -> Store:
 
     from agentledger.ledger._backends_pg import PostgresRecorder
 
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:  # a port that is not a number, or out of range; a broken IPv6 host
+        raise StorageError(redact_url(url), f"the URL is malformed: {e}") from None
     schema = postgres_schema(url)
     params: dict[str, Any] = {
         "dbname": (parts.path or "/").lstrip("/") or "postgres",
         "host": parts.hostname or "127.0.0.1",
-        "port": parts.port or 5432,
+        "port": port or 5432,
         "user": unquote(parts.username or "postgres"),
         "password": unquote(parts.password or ""),
     }

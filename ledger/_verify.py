@@ -514,6 +514,8 @@ class _Run:
     """The highest position whose event has the index's end time."""
     totals: RunTotals = field(default_factory=RunTotals)
     """The usage sums over the readable events (summed only when the index keeps totals)."""
+    at_index: RecordedEvent | None = None
+    """The event at the position a running run's index row counts up to (see `_check_index`)."""
 
     def note(self, record: RecordedEvent, readable: bool, info: RunInfo | None) -> None:
         """Take one more event (in stored order) into account."""
@@ -521,7 +523,11 @@ class _Run:
         if self.first is None:
             self.first, self.first_readable = record, readable
         self.head, self.head_readable = record, readable
-        if info is None or not record.timestamp:
+        if info is None:
+            return
+        if record.position == info.event_count and readable:
+            self.at_index = record
+        if not record.timestamp:
             return
         if record.timestamp == info.started_at and record.position <= self.import_batch:
             self.start_time_seen = True
@@ -552,7 +558,11 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
     A row that counts more events than are stored, or says the run ended when no end event is
     stored, is reported as a truncated tail, since that is what it would take to cause it
     without an edit of the index; either way one of the two was tampered with. Fields that such
-    a cut explains (count, head, status, end time) are then not reported again.
+    a cut explains (count, head, status, end time) are then not reported again. A running run's
+    row that counts fewer events than are stored was read while the run was being recorded
+    (verify reads the index, then the events): its head must be the event at its count; the
+    fields of later events (count, status, end time, totals) describe a later state and are not
+    compared.
     """
     run_id, last = run.run_id, run.last
     if info is None:
@@ -573,6 +583,14 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
             "(the last events were deleted, or the index was edited)"
         )
         problems.append(Problem(run_id, last + 1, "tail truncated", detail))
+    elif info.status == "running" and info.event_count < last:
+        # Recorded on while verify read: the row was read before the run's later events. It
+        # must still be the run as it was then: its head the event at its count.
+        grown = run.at_index
+        if grown is not None and info.head_hash != grown.hash:
+            problems.append(
+                _mismatch(run_id, grown.position, "head hash", info.head_hash[:12], grown.hash[:12])
+            )
     elif info.status != "running" and run.end is None:
         detail = (
             f"run is {info.status} but has no end: the runs index says so, and no RunCompleted "

@@ -256,24 +256,24 @@ def align_served(a: Sequence[Unit], b: Sequence[Unit], a_run_id: str) -> list[Pa
             if not isinstance(served, str) or not served.startswith(prefix):
                 continue
             position = served[len(prefix) :]
-            i = where.get(int(position)) if position.isdigit() else None
-            if i is not None and i not in taken:
-                links[j] = i
-                taken.add(i)
+            source = where.get(int(position)) if position.isdigit() else None
+            if source is not None and source not in taken:
+                links[j] = source
+                taken.add(source)
                 break
     if not links:
         return None
     rest_a = [i for i in range(len(a)) if i not in taken]
     rest_b = [j for j in range(len(b)) if j not in links]
     pairs: list[Pair] = [(i, j) for j, i in links.items()]
-    for i, j in align_units([a[i] for i in rest_a], [b[j] for j in rest_b]):
-        pairs.append((None if i is None else rest_a[i], None if j is None else rest_b[j]))
-    by_b = {j: i for i, j in pairs if j is not None}
+    for x, y in align_units([a[i] for i in rest_a], [b[j] for j in rest_b]):
+        pairs.append((None if x is None else rest_a[x], None if y is None else rest_b[y]))
+    by_b = {y: x for x, y in pairs if y is not None}
     anchor, order = -1, {}
     for j in range(len(b)):  # a unit only b has goes after the a unit its predecessor pairs
-        i = by_b.get(j)
-        if i is not None:
-            anchor = i
+        paired = by_b.get(j)
+        if paired is not None:
+            anchor = paired
         order[j] = anchor
     return sorted(
         pairs,

@@ -685,3 +685,24 @@ def test_runs_n_1_lists_the_newest_run(cli: Cli, demo: Demo) -> None:
     assert result.status == 0
     assert [row["run_id"] for row in json.loads(result.out)] == [demo.run_ids[0]]
     assert "showing 1 of 2 runs" in result.err
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "postgresql://postgres@127.0.0.1/x?password=s3cretQ",
+            "unsupported URL option(s) password",
+        ),
+        ("postgresql://postgres:s3cretPW@127.0.0.1:notaport/x", "the URL is malformed"),
+        ("postgresql://postgres:s3cretPW@127.0.0.1:99999/x", "Port out of range"),
+        ("postgresql://u:s3cretPW@[::1/x", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_bad_database_url_is_named_without_its_secrets(cli: Cli, url: str, said: str) -> None:
+    """A password in the query or a malformed URL: a clean error, the secret never shown."""
+    out = cli("--db", url, "runs")
+    assert out.status == 2
+    assert said in out.err
+    assert "s3cret" not in out.err + out.out
+    assert "Traceback" not in out.err

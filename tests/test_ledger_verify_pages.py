@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -405,3 +407,36 @@ def test_a_writer_hashing_bytes_that_are_not_canonical_is_caught(
         for page_size in (3, 1_000):
             report = ledger.verify(page_size=page_size)
             assert (run_id, position, "payload altered") in found(report)
+
+
+def test_a_run_recorded_on_while_verify_reads_is_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index row read first, the run's later events after: no false alarm, no missed edit."""
+    db = f"sqlite:///{tmp_path / 'live.db'}"
+    with Ledger.open(db) as ledger, ledger.record_run("growing", input="q") as run:
+        for i in range(5):
+            run.delta({"i": i})
+        read = Ledger.runs
+
+        def then_record_more(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+            rows = read(self, *args, **kwargs)
+            for i in range(5, 9):
+                run.delta({"i": i})  # after the index was read, before its events are
+            return rows
+
+        monkeypatch.setattr(Ledger, "runs", then_record_more)
+        report = ledger.verify()
+        assert report.ok, report.problems
+        assert report.events_checked == 10
+        monkeypatch.setattr(Ledger, "runs", read)
+        assert ledger.verify().ok
+    with sqlite3.connect(tmp_path / "live.db") as conn:  # a row rewritten to an earlier state
+        conn.execute(
+            "UPDATE agentledger_runs SET status = 'running', ended_at = NULL, "
+            "last_position = 3, head_hash = ?",
+            ("0" * 64,),
+        )
+    with Ledger.open(db) as ledger:
+        problems = ledger.verify().problems
+    assert [(p.position, p.field) for p in problems] == [(3, "head hash")]

@@ -223,6 +223,23 @@ def test_rerun_serves_unchanged_calls_and_sends_changed_ones_live(ledger: Ledger
     assert not diff.identical
 
 
+def test_diff_of_a_concurrent_rerun_shows_only_the_changed_thread(ledger: Ledger) -> None:
+    """Served calls pair with what served them, whatever order the threads completed in."""
+    _, run_id = ledger.record_function(agents.threaded, "Weather in")
+    agents.SHOUT = "Lima"
+    changed = rerun(ledger, run_id)
+    assert changed.live_model_calls == 3
+    diff = diff_runs(ledger, run_id, changed.run_id)
+    differing = [item for unit in diff.units for item in unit.items if item.kind == "model"]
+    a_events = {e.position: e for e in ledger.events(run_id)}
+    asked = {
+        ledger.conversation(a_events[item.a_position].payload["messages_ref"])[-1]["content"]
+        for item in differing
+        if item.a_position is not None
+    }
+    assert asked == {f"Weather in Lima #{turn}" for turn in range(3)}
+
+
 def test_rerun_with_a_new_prompt_version_reads_it_through_prompt_text(ledger: Ledger) -> None:
     """A prompt version from the library reaches run.prompt_text; overriding a model is refused."""
     _, run_id = ledger.record_function(agents.prompted, "hi", prompts={"system": ("v1", "Brief.")})
