@@ -48,6 +48,7 @@ from agentledger.ledger._run import Run
 from agentledger.ledger._subjects import is_sealed
 from agentledger.ledger._verify import blob_refs_in, verify_run
 from agentledger.ledger.errors import (
+    ExportRefusedError,
     ImportRefusedError,
     InvalidPayloadError,
     LimitExceededError,
@@ -100,13 +101,18 @@ def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> 
     count, last, first_id = 0, 0, run_id
     direct: set[str] = set()
     covered: list[tuple[str, int, str]] = []
+    indexed = ledger.run(run_id)  # read first: the run may only grow while it is exported
+    head = ""
     for record in ledger.iter_events(run_id):
         if not count:
             first_id = record.run_id
         count, last = count + 1, record.position
+        if last == indexed.event_count:
+            head = record.hash
         direct.update(blob_refs_in(record.payload))
         if checkpoint is not None:
             covered.append((record.run_id, record.position, record.hash))
+    _check_against_index(run_id, indexed.event_count, indexed.head_hash, last, head)
     refs = sorted(_reachable_refs(ledger, direct, blob_page))
     del direct
     proofs: list[dict[str, Any]] = []
@@ -133,6 +139,28 @@ def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> 
         yield json.dumps(item, ensure_ascii=False)
 
 
+class BrokenRunError(Exception):
+    """The run fails its own checks: an export would pass a cut or edited run on as whole."""
+
+
+def _check_against_index(run_id: str, indexed: int, head_hash: str, last: int, head: str) -> None:
+    """Refuse a run whose stored events end before, or differ from, what its index row says.
+
+    Its file would import and verify as intact (a cut chain is still a chain), so the export
+    would launder the cut. A run recorded on meanwhile (more events than its row) is fine.
+    """
+    if indexed > last:
+        raise BrokenRunError(
+            f"run {run_id} fails its own checks: its runs index recorded {indexed} events and "
+            f"{last} are stored (the last were deleted); `agentledger verify {run_id}` says more"
+        )
+    if head and head != head_hash:
+        raise BrokenRunError(
+            f"run {run_id} fails its own checks: event {indexed} is not the head its runs index "
+            f"recorded (an event was altered); `agentledger verify {run_id}` says more"
+        )
+
+
 def export_run(
     ledger: Ledger,
     run_id: str,
@@ -151,10 +179,13 @@ def export_run(
     lines = export_lines(ledger, run_id, checkpoint)
     if target.exists() and not target.is_file():
         written = 0
-        with target.open("w", encoding="utf-8") as out:
-            for line in lines:
-                out.write(line + "\n")
-                written += 1
+        try:
+            with target.open("w", encoding="utf-8") as out:
+                for line in lines:
+                    out.write(line + "\n")
+                    written += 1
+        except BrokenRunError as e:
+            raise ExportRefusedError(os.fspath(path), str(e)) from None
         return written
     partial = _partial_file(target)
     try:
@@ -164,6 +195,9 @@ def export_run(
                 out.write(line + "\n")
                 written += 1
         partial.replace(target)
+    except BrokenRunError as e:
+        partial.unlink(missing_ok=True)
+        raise ExportRefusedError(os.fspath(path), str(e)) from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

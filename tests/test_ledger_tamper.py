@@ -30,6 +30,7 @@ from agentledger.cli import main
 from agentledger.ledger import (
     CorruptBlobError,
     CorruptEventError,
+    ExportRefusedError,
     Ledger,
     SequentialIds,
     StepClock,
@@ -435,6 +436,26 @@ def test_a_truncated_tail_is_named(
     assert status == 1
     assert broken[0].startswith(problem(attacked.run_id, kept + 1, "tail truncated"))
     assert named(broken) == {(kept + 1, "tail truncated")}
+
+
+def test_an_export_of_a_cut_or_altered_run_is_refused(attacked: Recorded, tmp_path: Path) -> None:
+    """Its file would import and verify as whole: export refuses it and writes nothing."""
+    out = tmp_path / "exports"
+    out.mkdir()
+    target = out / "run.jsonl"
+    attacked.db.delete_events(attacked.run_id, [attacked.count])
+    with Ledger.open(attacked.url) as ledger:
+        with pytest.raises(ExportRefusedError, match="the last were deleted"):
+            ledger.export_run(attacked.run_id, target)
+        assert list(out.iterdir()) == []  # not even a partial file
+        ledger.export_run(attacked.bystander, target)  # the others export as before
+    kept = attacked.count - 1
+    attacked.db.execute(
+        "UPDATE agentledger_runs SET last_position = ?, head_hash = ? WHERE run_id = ?",
+        [kept, "0" * 64, attacked.run_id],
+    )
+    with Ledger.open(attacked.url) as ledger, pytest.raises(ExportRefusedError, match="altered"):
+        ledger.export_run(attacked.run_id, out / "again.jsonl")
 
 
 def test_a_truncated_tail_with_a_forged_index_is_still_named(
