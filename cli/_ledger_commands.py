@@ -19,6 +19,7 @@ from agentledger.cli._common import (
     parse_time,
     plural,
     resolve_run,
+    whole_number,
 )
 from agentledger.cli._format import conversations, lineage, runs_table, terminal_width, timeline
 from agentledger.ledger import (
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-n",
         "--limit",
-        type=int,
+        type=whole_number,
         default=50,
         help="most runs to list (default 50; -n 1: the newest)",
     )
@@ -159,14 +160,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print the run id as JSON")
     p.add_argument(
         "--max-payload-bytes",
-        type=int,
+        type=whole_number,
         metavar="N",
         help="largest payload or blob to accept, in bytes of canonical JSON "
         f"(default {Limits().max_payload_bytes})",
     )
     p.add_argument(
         "--max-depth",
-        type=int,
+        type=whole_number,
         metavar="N",
         help=f"deepest nesting of a payload or blob to accept (default {Limits().max_depth})",
     )
@@ -177,7 +178,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--author", required=True)
     p.add_argument("--note", required=True)
     p.add_argument("--reason")
-    p.add_argument("--position", type=int, help="the position the note is about")
+    p.add_argument("--position", type=whole_number, help="the position the note is about")
     p.add_argument("--json", action="store_true", help="print the recorded note as JSON")
     p.set_defaults(func=cmd_annotate)
 
@@ -611,9 +612,22 @@ def _import_one(ledger: Ledger, name: str, scratch: Path) -> str:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    """Annotate a run."""
-    with open_ledger(args) as ledger:
+    """Annotate a run; an empty author or note, or a position the run lacks, writes nothing."""
+    for option, value, wanted in (
+        ("--author", args.author, "who writes the note"),
+        ("--note", args.note, "the note's text"),
+    ):
+        if not value.strip():
+            raise CliError(f"{option} is empty: give {wanted}")
+    with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
+        if args.position is not None:
+            last = ledger.last_event(run_id).position
+            if not 1 <= args.position <= last:
+                raise CliError(
+                    f"--position {args.position} is not an event of run {run_id}: "
+                    f"give 1 to {last} (its last event)"
+                )
         record = ledger.annotate(
             run_id,
             author=args.author,

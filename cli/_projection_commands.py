@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from agentledger.cli._common import CliError, open_ledger, parse_time, plural
+from agentledger.cli._common import CliError, open_ledger, parse_time, plural, whole_number
 from agentledger.cli._format import runs_table, terminal_width
 from agentledger.ledger import Ledger, RunInfo, UnknownRunError
 from agentledger.projections import (
@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("rebuild", cmd_rebuild, "clear the read models and replay the whole ledger"),
     ):
         a = actions.add_parser(name, help=text)
-        a.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="events per commit")
+        a.add_argument(
+            "--batch-size", type=whole_number, default=DEFAULT_BATCH, help="events per commit"
+        )
         a.set_defaults(func=func)
     a = actions.add_parser(
         "verify",
@@ -108,7 +110,7 @@ def _progress_line(verb: str) -> Callable[[int, int], None]:
 
 def cmd_catch_up(args: argparse.Namespace) -> int:
     """Apply new events to the read models."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         projector = ReadModelProjector(ledger)
         applied = _guarded(
             lambda: projector.catch_up(args.batch_size, _progress_line("catching up"))
@@ -121,7 +123,7 @@ def cmd_catch_up(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Rebuild the read models from scratch."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         projector = ReadModelProjector(ledger)
         applied = _guarded(lambda: projector.rebuild(args.batch_size, _progress_line("rebuilding")))
         status = projector.status()

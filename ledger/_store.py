@@ -120,7 +120,10 @@ class Store:
         if self.kind == "memory":
             return "sqlite://", None
         if self.kind == "sqlite":
-            return "sqlite:///" + unquote(self.raw_url.split("://", 1)[1])[1:], None
+            path = unquote(self.raw_url.split("://", 1)[1])[1:]
+            if self.read_only:  # as the ledger opened it: mode=ro (immutable where it must be)
+                return f"sqlite:///{read_only_uri(Path(path))}&uri=true", None
+            return "sqlite:///" + path, None
         parts = urlsplit(self.raw_url)
         schema = postgres_schema(self.raw_url) or None
         return parts._replace(scheme="postgresql+psycopg", query="").geturl(), schema
@@ -344,6 +347,14 @@ def _open_sqlite(
     )
 
 
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only (see `_open_sqlite_read_only`)."""
+    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+    if not os.access(path.absolute().parent, os.W_OK) and not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def _open_sqlite_read_only(url: str, mapper: EnvelopeMapper, path: Path) -> Store:
     """Open `path` with ``mode=ro``; in a directory nobody can write, also ``immutable=1``.
 
@@ -351,11 +362,7 @@ def _open_sqlite_read_only(url: str, mapper: EnvelopeMapper, path: Path) -> Stor
     there is no ``-wal`` file, no writer can change the file either, so SQLite may read it as
     immutable (an auditor's copy on read-only media).
     """
-    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
-    directory = path.absolute().parent
-    if not os.access(directory, os.W_OK) and not Path(f"{path}-wal").exists():
-        uri += "&immutable=1"
-    datastore = _Datastore(uri, lock_timeout=SQLITE_LOCK_TIMEOUT_S, read_only=True)
+    datastore = _Datastore(read_only_uri(path), lock_timeout=SQLITE_LOCK_TIMEOUT_S, read_only=True)
     try:
         with datastore.transaction(commit=False) as cursor:
             cursor.execute("SELECT count(*) FROM sqlite_master")

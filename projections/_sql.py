@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import weakref
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import StaticPool
@@ -67,10 +66,9 @@ def _create(ledger: Ledger) -> Engine:
     if url == "sqlite://":
         return _memory_engine()
     if ledger.read_only and url.startswith("sqlite:///"):
-        # The file read-only, as the ledger opened it: its snapshots can be read and checked
-        # (verify --deep), and nothing can be written.
-        path = url.removeprefix("sqlite:///")
-        return create_engine(f"sqlite:///file:{quote(path)}?mode=ro&uri=true")
+        # The file read-only, as the ledger opened it (its URL says so): its snapshots can be
+        # read and checked (verify --deep), and nothing can be written.
+        return create_engine(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_pragmas)

@@ -17,7 +17,7 @@ import pytest
 import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from structlog.testing import capture_logs
 
 from agentledger.ledger import EventLogger, Ledger, canonical_json, pack_blob, unpack_blob
@@ -32,6 +32,7 @@ from agentledger.projections import (
     verify_snapshots,
     world_state,
 )
+from agentledger.projections import _snapshots as snapshots_module
 from agentledger.projections._snapshots import PACK_OVER
 from agentledger.projections._sql import engine_for
 
@@ -350,6 +351,20 @@ def test_a_broken_snapshot_table_never_breaks_a_read(sqlite_url: str) -> None:
         assert state == fold_patches(counting_deltas(8))
         events = {entry["event"] for entry in logs}
         assert {"snapshot.unavailable", "snapshot.not_saved"} <= events
+
+
+def test_a_read_only_copy_whose_table_cannot_be_looked_at_folds_from_the_events(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened read-only, a database SQLite cannot even inspect is logged, not raised."""
+    with Ledger.open(sqlite_url) as ledger:
+        run_id = record_deltas(ledger, counting_deltas(8))
+    broken = create_engine("sqlite:///file:/nonexistent/dir/x.db?mode=ro&uri=true")
+    monkeypatch.setattr(snapshots_module, "engine_for", lambda _ledger: broken)
+    with Ledger.open(sqlite_url, read_only=True) as ledger, capture_logs() as logs:
+        state = world_state(ledger, run_id, snapshots=True, every=2)
+    assert state == fold_patches(counting_deltas(8))
+    assert "snapshot.unavailable" in {entry["event"] for entry in logs}
 
 
 def test_snapshots_persist_in_a_sqlite_file_across_ledger_openings(sqlite_url: str) -> None:
