@@ -228,11 +228,39 @@ def conversations(calls: Sequence[tuple[RecordedEvent, dict[str, Any]]], width: 
             out.append(f"  ({earlier.count} earlier as in #{earlier.position}: {what})")
         out.extend(_said("", message, width) for message in messages)
         if "response" in found:
-            out.append(_said("=> ", found["response"], width))
+            out.append(_said("=> ", answer_message(found["response"]), width))
         elif p.get("error"):
             out.append(_said("=> ", {"role": "error", "content": p["error"]}, width))
         out.append("")
     return "\n".join(out).rstrip("\n") if out else "(no model calls)"
+
+
+def answer_message(response: Any) -> Any:
+    """The message a recorded response holds: itself, or what an SDK response carries.
+
+    An instrumented OpenAI call records the whole ``ChatCompletion`` (its first choice's
+    message is the answer) and an Anthropic one the whole ``Message`` (its text blocks are the
+    text; tool uses and other blocks are kept beside it).
+    """
+    if not isinstance(response, dict):
+        return response
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict):
+            return message
+    blocks = response.get("content")
+    if response.get("type") == "message" and isinstance(blocks, list):
+        text = [b for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        answer: dict[str, Any] = {
+            "role": response.get("role", "assistant"),
+            "content": "".join(str(b.get("text", "")) for b in text),
+        }
+        others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "text")]
+        if others:
+            answer["blocks"] = others
+        return answer
+    return response
 
 
 def _said(mark: str, message: Any, width: int) -> str:

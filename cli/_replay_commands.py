@@ -47,6 +47,7 @@ from agentledger.replay import (
     resume_run,
     select_runs,
 )
+from agentledger.replay._functions import is_function_run
 
 __all__ = ["register"]
 
@@ -204,12 +205,15 @@ def _library(args: argparse.Namespace) -> PromptLibrary:
     return library
 
 
-def _models(args: argparse.Namespace) -> tuple[Overrides, dict[str, ChatModel]]:
+def _models(
+    args: argparse.Namespace, *, build: bool = True
+) -> tuple[Overrides, dict[str, ChatModel]]:
+    """The --model overrides, and the models they name (none built when ``build`` is False)."""
     default, per_role = parse_model_specs(args.model)
     built: dict[str, ChatModel] = {}
     models: dict[str, ChatModel] = {}
     for role, spec in [("default", default), *per_role.items()]:
-        if spec is None:
+        if spec is None or not build:
             continue
         if spec not in built:
             try:
@@ -375,19 +379,22 @@ def _selection(ledger: Ledger, args: argparse.Namespace) -> list[str]:
 def cmd_rerun(args: argparse.Namespace) -> int:
     """Rerun one run or a tagged selection; print each new run id."""
     versions = parse_prompt_versions(args.prompt)
-    base, models = _models(args)
-    overrides = Overrides(
-        prompt_versions=versions,
-        model=base.model,
-        models=base.models,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        base_url=args.base_url,
-    )
     library = _library(args)
     results: list[RerunResult] = []
     with open_ledger(args, create=False) as ledger:
         ids = _selection(ledger, args)
+        # A function run picks its own model: a --model for such runs only is refused by the
+        # rerun itself, which says so, not by building a client it would never use.
+        functions_only = bool(ids) and all(is_function_run(ledger, r) for r in ids)
+        base, models = _models(args, build=not functions_only)
+        overrides = Overrides(
+            prompt_versions=versions,
+            model=base.model,
+            models=base.models,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            base_url=args.base_url,
+        )
         bar = _progress("rerun") if len(ids) > 1 else None
 
         def keep(index: int, total: int, result: RerunResult) -> None:

@@ -12,6 +12,7 @@ messages and one-line summaries. Must not read the ledger (blobs come in through
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 from collections.abc import Mapping, Sequence
@@ -230,9 +231,24 @@ def message_lines(messages: Sequence[Any], first: int) -> list[str]:
         if m.get("content") not in (None, ""):
             lines += ["  " + line for line in text_lines(m["content"])]
         for call in m.get("tool_calls") or []:
-            arguments = json.dumps(call.get("arguments"), sort_keys=True, ensure_ascii=False)
-            lines.append(f"  -> {call.get('name')}({arguments})")
+            name, arguments = _tool_call(call)
+            shown = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+            lines.append(f"  -> {name}({shown})")
     return lines
+
+
+def _tool_call(call: Any) -> tuple[Any, Any]:
+    """A tool call's name and arguments: ours, or the OpenAI SDK's (``function``, JSON text)."""
+    if not isinstance(call, dict):
+        return None, call
+    function = call.get("function")
+    if isinstance(function, dict):
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):  # else shown as the text it is
+                arguments = json.loads(arguments)
+        return function.get("name"), arguments
+    return call.get("name"), call.get("arguments")
 
 
 def clip(text: str, width: int = CLIP) -> str:

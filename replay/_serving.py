@@ -793,8 +793,11 @@ def _request_change(recorded: Mapping[str, Any], sent: list[Any], call: CallReco
             return f"message {index} ({role}) {_short(old)} -> {_short(new)}"
     if len(sent) != len(call.messages):
         return f"{len(sent)} messages recorded, {len(call.messages)} sent"
-    if recorded.get("params", {}) != dict(call.params):
-        return f"params {_short(recorded.get('params', {}))} -> {_short(dict(call.params))}"
+    before, after = recorded.get("params", {}), dict(call.params)
+    if before != after:
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                return f"param {name} {_short(before.get(name))} -> {_short(after.get(name))}"
     return "the tools offered changed"
 
 

@@ -513,6 +513,42 @@ def test_show_conversation_prints_each_message_once_wrapped(cli: Cli, tmp_path: 
     assert "  (5 earlier as in #3: its messages and response)" in lines
 
 
+def test_show_conversation_prints_what_an_sdk_response_answered(cli: Cli, tmp_path: Path) -> None:
+    """Instrumented calls record the SDK's whole response: the answer is what is shown."""
+    url = f"sqlite:///{tmp_path / 'sdk.db'}"
+    user = [{"role": "user", "content": "weather?"}]
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Sunny."},
+            }
+        ],
+    }
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Rain "},
+            {"type": "text", "text": "later."},
+            {"type": "tool_use", "id": "tu_1", "name": "radar", "input": {"city": "Oslo"}},
+        ],
+    }
+    with Ledger.open(url) as ledger, ledger.record_run("sdk") as run:
+        run.model_call(provider="openai", model="m", messages=user, response=completion)
+        run.model_call(provider="anthropic", model="m", messages=user, response=message)
+    shown = cli("--db", url, "show", "last", "--conversation")
+    assert shown.status == 0, shown.err
+    assert "  => assistant: Sunny." in shown.out.splitlines()
+    assert "  => assistant: Rain later. " in shown.out
+    assert '"name": "radar"' in shown.out
+    assert "chatcmpl-1" not in shown.out
+
+
 def test_the_command_table_names_what_each_module_registers() -> None:
     """`agentledger CMD` imports only CMD's module: the table must match what modules register."""
     import argparse

@@ -167,3 +167,17 @@ def test_a_replay_that_fails_names_the_error(
     assert "(KeyError: 'region')" in out
     assert main(["--db", db, "rerun", run_id]) == 1
     assert "failed: KeyError: 'region'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_rerun_of_a_function_run_with_a_model_says_why_not(
+    recorded: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A function run picks its own model: the refusal says so, with or without an API key."""
+    db, run_id = recorded
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--db", db, "rerun", run_id, "--model", "openai:gpt-4o"]) == 2
+    assert "recorded from a function, which picks its own model" in capsys.readouterr().err
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    assert main(["--db", db, "rerun", run_id, "--model", "openai:gpt-4o"]) == 2
+    assert "recorded from a function, which picks its own model" in capsys.readouterr().err

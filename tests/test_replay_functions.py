@@ -302,3 +302,40 @@ def _replay_prefix(run: RunRecorder, ledger: Ledger, source: str, upto: int) -> 
     """Record the source run's events 2..upto again in ``run`` (same request, same answer)."""
     for event in ledger.events(source, after=1, upto=upto):
         run.record(event.event)
+
+
+def test_a_changed_param_is_named_with_its_values() -> None:
+    """An Anthropic system prompt is a param: the divergence names it, old and new."""
+    from agentledger.ledger import CallRecord
+    from agentledger.replay._serving import _request_change
+
+    recorded = {
+        "provider": "anthropic",
+        "model": "claude",
+        "params": {"max_tokens": 256, "system": "Be terse.", "temperature": 0.2},
+    }
+    call = CallRecord(
+        provider="anthropic",
+        model="claude",
+        messages=[],
+        params={"max_tokens": 256, "system": "Be chatty.", "temperature": 0.2},
+    )
+    assert _request_change(recorded, [], call) == "param system 'Be terse.' -> 'Be chatty.'"
+
+
+def test_an_sdk_tool_call_is_shown_by_name_and_arguments() -> None:
+    """OpenAI SDK messages carry ``function`` with JSON text arguments: shown as a call."""
+    from agentledger.replay._diff_compare import message_lines
+
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": '{"q": "beta"}'},
+            }
+        ],
+    }
+    assert message_lines([message], 3) == ["[3] assistant:", '  -> lookup({"q": "beta"})']
