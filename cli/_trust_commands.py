@@ -146,7 +146,10 @@ def verify_file_command(args: argparse.Namespace) -> int:
     from agentledger.ledger import verify_export
 
     if not args.vkey:
-        raise CliError("verify --file needs --vkey: the verifier key that signs its checkpoint")
+        raise CliError(
+            "verify --file needs --vkey: the verifier key that signs the file's checkpoint (a "
+            "file exported without --checkpoint has none: `agentledger import` checks its chain)"
+        )
     if args.run or args.checkpoint or args.deep:
         raise CliError("verify --file takes no RUN, --checkpoint or --deep: the file holds all")
     if not Path(args.file).is_file():

@@ -415,13 +415,17 @@ def check_export_proofs(
     """
     result = ExportCheck()
     if note is None:
-        detail = "the file carries no checkpoint (export it with --checkpoint)"
-        result.problems.append(LogProblem("bad signature", detail, checkpoint=source))
+        detail = (
+            "the file carries no checkpoint, so nothing here is signed: export it with "
+            "--checkpoint, or import it to check its hash chain"
+        )
+        result.problems.append(LogProblem("no checkpoint", detail, checkpoint=source))
         return result
     try:
         body = open_checkpoint(note, verifier_keys, source=source).checkpoint
     except CheckpointError as e:
-        result.problems.append(LogProblem("bad signature", e.detail, checkpoint=source))
+        detail = f"{e.reason}: {e.detail}" if e.reason != "bad signature" else e.detail
+        result.problems.append(LogProblem("bad signature", detail, checkpoint=source))
         return result
     result.checkpoint = body
     last_index = -1

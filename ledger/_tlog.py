@@ -64,6 +64,7 @@ LogReason = Literal[
     "rolled back",
     "forked",
     "bad signature",
+    "no checkpoint",
     "log damaged",
     "not covered",
 ]
