@@ -335,6 +335,11 @@ def follow(ledger: Ledger, run_id: str, interval: float = FOLLOW_INTERVAL_S) -> 
         time.sleep(interval)
 
 
+def _verify_progress(read: int, total: int) -> None:
+    """``verify: 120,000/480,000 events`` on a terminal, rewritten in place."""
+    print(f"\rverify: {read:,}/{total:,} events", end="", file=sys.stderr, flush=True)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run or all (or an export file offline)."""
     if args.file:
@@ -348,9 +353,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
         from agentledger.cli._trust_commands import verifier_keys
 
         keys = verifier_keys(args.vkey)
+    shown = sys.stderr.isatty() and not args.json
     with open_ledger(args, read_only=True) as ledger:
         run_id = resolve_run(ledger, args.run) if args.run else None
-        report = ledger.verify(run_id, checkpoint=args.checkpoint or None, verifier_keys=keys)
+        report = ledger.verify(
+            run_id,
+            checkpoint=args.checkpoint or None,
+            verifier_keys=keys,
+            progress=_verify_progress if shown else None,
+        )
+        if shown:
+            print("\r\033[K", end="", file=sys.stderr)
         snapshots = verify_snapshots_deeply(ledger, run_id) if args.deep else None
     deep_ok = snapshots is None or snapshots.ok
     if args.json:

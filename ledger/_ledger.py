@@ -1071,8 +1071,12 @@ class Ledger:
         checkpoint: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         verifier_keys: Sequence[str] = (),
         page_size: int = VERIFY_PAGE,
+        progress: Callable[[int, int], None] | None = None,
     ) -> VerifyReport:
         """Recompute every hash (one run, or all) and report what is broken, by run and position.
+
+        ``progress``, when given, is called after each page with the events read so far and
+        the number the runs index counts (what a progress line shows on long verifies).
 
         Reads `page_size` events a query (every run at once in key order, or one run by
         position range) and keeps only each run's chain head and a few facts between pages, so
@@ -1102,6 +1106,7 @@ class Ledger:
             page_size,
             hashes,
             streams=frozenset({ERASURE_STREAM}),
+            progress=progress,
         )
         if run_id:
             rid = str(self._uuid(run_id))

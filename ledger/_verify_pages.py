@@ -9,7 +9,7 @@ are re-hashed through one `BlobCheck` for the whole ledger. Must not know events
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -71,8 +71,13 @@ class PagedVerify:
         hashes: dict[str, dict[int, bytes]] | None = None,
         *,
         streams: frozenset[str] = frozenset(),
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.report = VerifyReport()
+        self._progress = progress
+        """Told (events read so far, the events the runs index counts) after each page."""
+        self._read = 0
+        self._total = 0
         self.sealed: dict[str, str] = {}
         """Refs of the sealed blobs checked (data subjects'), with their key ids."""
         self._streams = streams
@@ -119,14 +124,21 @@ class PagedVerify:
                 return
             after = stored[-1][:2]
 
+    def _advanced(self, rows: int) -> None:
+        self._read += rows
+        if self._progress is not None:
+            self._progress(self._read, max(self._total, self._read))
+
     def one_run(self, run_id: str, info: RunInfo | None) -> None:
         """Verify one run (its runs-index row `info`)."""
         verifier = self._verifier(run_id, info)
         self.ends[run_id] = 0
+        self._total = info.event_count if info is not None else 0
         for rows in self.run_rows(run_id):
             verifier.feed_stored(rows)
             self._note(run_id, verifier)
             verifier.check_blobs()
+            self._advanced(len(rows))
         self._finish(verifier, run_id, info)
 
     def every_run(self, infos: Mapping[str, RunInfo]) -> None:
@@ -138,7 +150,9 @@ class PagedVerify:
         a run is finished once a page shows its end.
         """
         current: tuple[str, RunVerifier] | None = None
+        self._total = sum(info.event_count for info in infos.values())
         for slices in self.scan_rows():
+            self._advanced(sum(len(rows) for _, rows in slices))
             touched: list[RunVerifier] = []
             done: list[tuple[str, RunVerifier]] = []
             for run_id, rows in slices:

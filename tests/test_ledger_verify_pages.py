@@ -440,3 +440,22 @@ def test_a_run_recorded_on_while_verify_reads_is_intact(
     with Ledger.open(db) as ledger:
         problems = ledger.verify().problems
     assert [(p.position, p.field) for p in problems] == [(3, "head hash")]
+
+
+def test_verify_reports_its_progress_page_by_page(tmp_path: Path) -> None:
+    """Events read so far against what the runs index counts, after each page, to the end."""
+    with Ledger.open(f"sqlite:///{tmp_path / 'p.db'}") as ledger:
+        for _ in range(3):
+            with ledger.record_run("paged", input="q") as run:
+                for i in range(10):
+                    run.delta({"i": i})
+        seen: list[tuple[int, int]] = []
+        assert ledger.verify(page_size=7, progress=lambda read, total: seen.append((read, total)))
+        assert len(seen) == 6  # 36 events, 7 a page
+        assert seen[-1] == (36, 36)
+        assert [read for read, _ in seen] == sorted({read for read, _ in seen})
+        one: list[tuple[int, int]] = []
+        ledger.verify(
+            run.run_id, page_size=5, progress=lambda read, total: one.append((read, total))
+        )
+        assert one[-1] == (12, 12)
