@@ -325,7 +325,11 @@ class SnapshotStore:
         if self._ready:
             return
         if self._ledger.read_only:  # read what is there; create and alter nothing
-            if not inspect(self._engine).has_table(SNAPSHOTS_TABLE):
+            try:
+                present = inspect(self._engine).has_table(SNAPSHOTS_TABLE)
+            except SQLAlchemyError as e:
+                raise SnapshotStoreError(self._ledger.url, str(e)) from e
+            if not present:
                 raise SnapshotStoreError(self._ledger.url, "no snapshot table (read-only)")
             self._ready = True
             return
