@@ -11,7 +11,15 @@ from typing import Literal, NoReturn
 
 from agentledger.ledger import Clock, Ledger, LedgerError, Limits, ReadOnlyDatabaseError
 
-__all__ = ["CliError", "open_ledger", "parse_time", "plural", "resolve_run", "write_output"]
+__all__ = [
+    "CliError",
+    "database_error",
+    "open_ledger",
+    "parse_time",
+    "plural",
+    "resolve_run",
+    "write_output",
+]
 
 TIME_FORMS = (
     "an ISO 8601 time (2026-01-31T09:30:00+01:00, taken as UTC without an offset), "
@@ -30,19 +38,42 @@ def open_ledger(
 ) -> Ledger:
     """Open the ledger named by --db / $AGENTLEDGER_DB (default ./agentledger.db).
 
-    Commands that only read pass ``create=False`` (a missing SQLite file is an error, never
-    created) or ``read_only=True`` (also opened read-only, so a file the user cannot write
-    still reads). Commands that only read events but keep derived data (snapshots, read
-    models) pass ``read_only="auto"``: a writable file keeps its derived data, a file marked
-    read-only is opened read-only and its derived data is computed in memory. A command with
-    ``--max-payload-bytes`` / ``--max-depth`` options opens it with those `Limits` (the
+    Commands that record new runs keep the default, ``create=True``: a missing SQLite file is
+    created. Commands that work on recorded runs pass ``create=False`` (a missing SQLite file is
+    an error, never created) or ``read_only=True`` (also opened read-only, so a file the user
+    cannot write still reads). Commands that only read events but keep derived data (snapshots,
+    read models) pass ``read_only="auto"``: a writable file keeps its derived data, a file
+    marked read-only is opened read-only and its derived data is computed in memory. A command
+    with ``--max-payload-bytes`` / ``--max-depth`` options opens it with those `Limits` (the
     defaults otherwise).
+
+    Unless it creates, a SQLite file is first opened read-only and refused if it holds no
+    ledger (an empty file, another program's database), so nothing is written to it. The URL
+    opened is kept as ``args.ledger_url`` for the messages of errors met later
+    (`database_error`).
     """
-    if read_only == "auto":
-        try:
-            return open_ledger(args, create=False)
-        except ReadOnlyDatabaseError:
-            return open_ledger(args, read_only=True)
+    if create and read_only is False:
+        return _open(args, create=True, read_only=False)
+    if not _names_sqlite(args.db):  # PostgreSQL and memory: opening creates no file
+        return _open(args, create=False, read_only=read_only is True)
+    reader = _holding_a_ledger(_open(args, create=False, read_only=True))
+    if read_only is True:
+        return reader
+    try:
+        writer = _open(args, create=False, read_only=False)
+    except ReadOnlyDatabaseError:
+        if read_only == "auto":
+            return reader
+        reader.close()
+        raise
+    except BaseException:
+        reader.close()
+        raise
+    reader.close()
+    return writer
+
+
+def _open(args: argparse.Namespace, *, create: bool, read_only: bool) -> Ledger:
     log = None
     if args.verbose:  # structlog is imported only when asked for
         from agentledger.ledger import EventLogger
@@ -53,7 +84,51 @@ def open_ledger(
         for name in ("max_payload_bytes", "max_depth")
         if (value := getattr(args, name, None)) is not None
     }
-    return Ledger.open(args.db, log=log, limits=Limits(**caps), create=create, read_only=read_only)
+    ledger = Ledger.open(
+        args.db, log=log, limits=Limits(**caps), create=create, read_only=read_only
+    )
+    args.ledger_url = ledger.url
+    return ledger
+
+
+def _names_sqlite(url: str | None) -> bool:
+    """Whether --db names a SQLite file (None: the default, ./agentledger.db)."""
+    return url is None or url.split("://", 1)[0].lower() == "sqlite"
+
+
+def _holding_a_ledger(ledger: Ledger) -> Ledger:
+    """`ledger`, once its events table is found; closed and refused when the file has none."""
+    from eventsourcing.persistence import OperationalError
+
+    try:
+        ledger.max_notification_id()
+    except BaseException as e:
+        ledger.close()
+        if isinstance(e, OperationalError) and "no such table" in str(e):
+            raise CliError(
+                f"{ledger.url}: the database file is not an agentledger ledger "
+                "(no agentledger tables)"
+            ) from None
+        raise
+    return ledger
+
+
+def database_error(error: BaseException, url: str) -> str | None:
+    """The message for a database error the ledger passed on untranslated, else None.
+
+    A SQLite file whose pages no longer read (overwritten, truncated, a disk fault) is named
+    damaged, with SQLite's own words; `url` names the ledger.
+    """
+    import sqlite3
+
+    from eventsourcing.persistence import PersistenceError
+
+    if not isinstance(error, PersistenceError | sqlite3.Error):
+        return None
+    detail = str(error)
+    if "malformed" in detail:  # SQLITE_CORRUPT: "database disk image is malformed"
+        return f"{url}: the database file is damaged ({detail})"
+    return None
 
 
 def parse_time(option: str, text: str | None, clock: Clock) -> str | None:

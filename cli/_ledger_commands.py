@@ -612,7 +612,7 @@ def _import_one(ledger: Ledger, name: str, scratch: Path) -> str:
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     """Annotate a run."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
         record = ledger.annotate(
             run_id,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from agentledger.cli._common import CliError
+from agentledger.cli._common import CliError, database_error
 from agentledger.ledger.errors import LedgerError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -131,4 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail
         return 0
+    except Exception as e:
+        message = database_error(e, getattr(args, "ledger_url", None) or "the ledger")
+        if message is None:
+            raise
+        print(f"agentledger: {message}", file=sys.stderr)
+        return 2
     return status

@@ -108,7 +108,7 @@ def _progress_line(verb: str) -> Callable[[int, int], None]:
 
 def cmd_catch_up(args: argparse.Namespace) -> int:
     """Apply new events to the read models."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         projector = ReadModelProjector(ledger)
         applied = _guarded(
             lambda: projector.catch_up(args.batch_size, _progress_line("catching up"))
@@ -121,7 +121,7 @@ def cmd_catch_up(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Rebuild the read models from scratch."""
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         projector = ReadModelProjector(ledger)
         applied = _guarded(lambda: projector.rebuild(args.batch_size, _progress_line("rebuilding")))
         status = projector.status()

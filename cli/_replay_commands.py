@@ -379,7 +379,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     )
     library = _library(args)
     results: list[RerunResult] = []
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         ids = _selection(ledger, args)
         bar = _progress("rerun") if len(ids) > 1 else None
 
@@ -455,7 +455,7 @@ def _carry_on(
     """Run a resume or fork, print the run id it completed and a summary; exit 1 if it failed."""
     _, models = _models(args)
     library = _library(args)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
         try:
             result = action(ledger, run_id, models or None, library)

@@ -96,7 +96,7 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     """Integrate and sign."""
     signer = _signer(args.key)
-    with open_ledger(args) as ledger:
+    with open_ledger(args, create=False) as ledger:
         progress = None
         if sys.stderr.isatty():
 
