@@ -18,6 +18,7 @@ __all__ = [
     "parse_time",
     "plural",
     "resolve_run",
+    "whole_number",
     "write_output",
 ]
 
@@ -27,6 +28,30 @@ TIME_FORMS = (
 )
 _AGE = re.compile(r"(\d+)([mhdw])")
 _AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+WHOLE_NUMBER_MAX = 2**53 - 1
+"""The largest integer an option takes (and the smallest, negated): JSON's safe integers, which
+every payload records exactly and SQL holds in 64 bits. No count, limit or position comes near."""
+
+
+def whole_number(text: str) -> int:
+    """The ``type=`` of every integer option: a whole number within +/-`WHOLE_NUMBER_MAX`.
+
+    A larger one would reach SQL as a number the database cannot hold (SQLite: "datatype
+    mismatch", PostgreSQL: "bigint out of range") or a payload as one JSON cannot carry; argparse
+    then names the option and exits 2. Lower bounds are the commands' own (``runs -n`` refuses
+    0, a position is checked against its run).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value > WHOLE_NUMBER_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is too large: at most {WHOLE_NUMBER_MAX}")
+    if value < -WHOLE_NUMBER_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is too small: at least {-WHOLE_NUMBER_MAX}")
+    return value
 
 
 class CliError(Exception):

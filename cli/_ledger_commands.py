@@ -19,6 +19,7 @@ from agentledger.cli._common import (
     parse_time,
     plural,
     resolve_run,
+    whole_number,
 )
 from agentledger.cli._format import conversations, lineage, runs_table, terminal_width, timeline
 from agentledger.ledger import (
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-n",
         "--limit",
-        type=int,
+        type=whole_number,
         default=50,
         help="most runs to list (default 50; -n 1: the newest)",
     )
@@ -159,14 +160,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print the run id as JSON")
     p.add_argument(
         "--max-payload-bytes",
-        type=int,
+        type=whole_number,
         metavar="N",
         help="largest payload or blob to accept, in bytes of canonical JSON "
         f"(default {Limits().max_payload_bytes})",
     )
     p.add_argument(
         "--max-depth",
-        type=int,
+        type=whole_number,
         metavar="N",
         help=f"deepest nesting of a payload or blob to accept (default {Limits().max_depth})",
     )
@@ -177,7 +178,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--author", required=True)
     p.add_argument("--note", required=True)
     p.add_argument("--reason")
-    p.add_argument("--position", type=int, help="the position the note is about")
+    p.add_argument("--position", type=whole_number, help="the position the note is about")
     p.add_argument("--json", action="store_true", help="print the recorded note as JSON")
     p.set_defaults(func=cmd_annotate)
 

@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from agentledger.cli._common import CliError, open_ledger, parse_time, plural
+from agentledger.cli._common import CliError, open_ledger, parse_time, plural, whole_number
 from agentledger.cli._format import runs_table, terminal_width
 from agentledger.ledger import Ledger, RunInfo, UnknownRunError
 from agentledger.projections import (
@@ -53,7 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("rebuild", cmd_rebuild, "clear the read models and replay the whole ledger"),
     ):
         a = actions.add_parser(name, help=text)
-        a.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="events per commit")
+        a.add_argument(
+            "--batch-size", type=whole_number, default=DEFAULT_BATCH, help="events per commit"
+        )
         a.set_defaults(func=func)
     a = actions.add_parser(
         "verify",

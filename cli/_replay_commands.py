@@ -22,7 +22,14 @@ from typing import Any
 from agentledger.agents import AgentError, default_library
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
 from agentledger.agents.prompts import PromptLibrary
-from agentledger.cli._common import CliError, open_ledger, parse_time, plural, resolve_run
+from agentledger.cli._common import (
+    CliError,
+    open_ledger,
+    parse_time,
+    plural,
+    resolve_run,
+    whole_number,
+)
 from agentledger.cli._run_command import parse_model_specs, parse_prompt_versions
 from agentledger.ledger import Ledger
 from agentledger.replay import (
@@ -105,7 +112,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _model_option(p)
     p.add_argument("--temperature", type=float)
-    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--max-tokens", type=whole_number)
     p.add_argument(
         "--allow-effects",
         action="store_true",
@@ -131,7 +138,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("fork", help="start a new run from position N of a recorded run")
     p.add_argument("run", help="run id or unique prefix")
-    p.add_argument("--at", type=int, required=True, help="last position to copy")
+    p.add_argument("--at", type=whole_number, required=True, help="last position to copy")
     p.add_argument("--patch", help="JSON Merge Patch object applied to the world state at N")
     p.add_argument(
         "--new-tag",

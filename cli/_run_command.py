@@ -47,7 +47,7 @@ from agentledger.agents import (
     run_agent,
 )
 from agentledger.agents.models import ChatModel, ModelError, model_from_spec
-from agentledger.cli._common import CliError, open_ledger
+from agentledger.cli._common import CliError, open_ledger, whole_number
 from agentledger.replay import run_problem
 
 __all__ = ["cmd_run", "parse_model_specs", "parse_prompt_versions", "register"]
@@ -67,8 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(repeatable); a bare SPEC is used for every other role",
     )
     p.add_argument("--base-url", help="API base URL for the vendor models (OpenAI-compatible)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the run's random port")
-    p.add_argument("--max-steps", type=int, help="guardrail: steps / iterations per loop")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of the run's random port")
+    p.add_argument("--max-steps", type=whole_number, help="guardrail: steps / iterations per loop")
     p.add_argument(
         "--prompt",
         action="append",

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from agentledger.cli._common import CliError, open_ledger, resolve_run
+from agentledger.cli._common import CliError, open_ledger, resolve_run, whole_number
 from agentledger.projections import (
     FoldedState,
     JSONValue,
@@ -32,10 +32,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "state", help="a run's world state after a position, as JSON (or a diff of two)"
     )
     p.add_argument("run", help="run id or a unique prefix")
-    p.add_argument("--at", type=int, metavar="N", help="position (default: the run's last)")
+    p.add_argument(
+        "--at", type=whole_number, metavar="N", help="position (default: the run's last)"
+    )
     p.add_argument(
         "--diff-from",
-        type=int,
+        type=whole_number,
         metavar="M",
         help="print the merge patch from the state at M to the state at N instead",
     )

@@ -13,7 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-from agentledger.cli._common import CliError, open_ledger, plural, resolve_run, write_output
+from agentledger.cli._common import (
+    CliError,
+    open_ledger,
+    plural,
+    resolve_run,
+    whole_number,
+    write_output,
+)
 from agentledger.ledger.signed_note import (
     NoteError,
     read_signer_key,
@@ -48,7 +55,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("prove", help="print an inclusion proof of a run's event as JSON")
     p.add_argument("run", help="run id or a unique prefix")
-    p.add_argument("--position", type=int, help="the event (default: the last one covered)")
+    p.add_argument(
+        "--position", type=whole_number, help="the event (default: the last one covered)"
+    )
     p.add_argument("--checkpoint", required=True, help="a signed checkpoint file")
     p.add_argument("--vkey", action="append", default=[], help="check its signature first")
     p.set_defaults(func=cmd_prove)

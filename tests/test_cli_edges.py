@@ -296,6 +296,72 @@ def test_runs_refuses_a_limit_below_one(cli: Cli, demo: Demo, limit: str) -> Non
     refused(cli("--db", demo.url, "runs", "--limit", limit), f"got {limit}", "--all")
 
 
+WHOLE_NUMBER_MAX = 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "-n", "N"],
+        ["state", "RUN", "--at", "N"],
+        ["state", "RUN", "--diff-from", "N"],
+        ["fork", "RUN", "--at", "N"],
+        ["annotate", "RUN", "--author", "a", "--note", "n", "--position", "N"],
+        ["prove", "RUN", "--checkpoint", "c", "--position", "N"],
+        ["projections", "catch-up", "--batch-size", "N"],
+        ["projections", "rebuild", "--batch-size", "N"],
+        ["rerun", "RUN", "--max-tokens", "N"],
+        ["run", "question", "--seed", "N"],
+        ["run", "question", "--max-steps", "N"],
+        ["import", "x.jsonl", "--max-payload-bytes", "N"],
+        ["import", "x.jsonl", "--max-depth", "N"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("number", "words"),
+    [
+        ("99999999999999999999", "too large"),  # SQLite: "datatype mismatch"
+        ("9223372036854775808", "too large"),  # PostgreSQL: "bigint out of range"
+        (str(WHOLE_NUMBER_MAX + 1), "too large"),
+        ("-99999999999999999999", "too small"),
+    ],
+)
+def test_integer_options_refuse_numbers_the_database_cannot_hold(
+    demo: Demo, capsys: pytest.CaptureFixture[str], command: list[str], number: str, words: str
+) -> None:
+    """Every integer option is bounded as it is parsed: exit 2 naming the option, nothing written.
+
+    ``runs -n 99999999999999999999`` once ended in a traceback from the database.
+    """
+    argv = [{"N": number, "RUN": demo.run_ids[0]}.get(word, word) for word in command]
+    option = command[command.index("N") - 1]
+    before = demo.path.read_bytes()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["--db", demo.url, *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"argument {option}" in err, err
+    assert f": {number} is {words}: at " in err, err
+    assert str(WHOLE_NUMBER_MAX) in err
+    assert demo.path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_the_largest_number_an_option_takes_reaches_the_database(
+    cli: Cli, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """``runs -n`` at the bound lists the runs on SQLite and PostgreSQL alike."""
+    url = str(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url"))
+    assert cli("--db", url, "demo").status == 0
+    listed = cli("--db", url, "runs", "--json", "-n", str(WHOLE_NUMBER_MAX))
+    assert listed.status == 0, listed.err
+    assert len(json.loads(listed.out)) == 1
+
+
 # 7. export to stdout, import from stdin ------------------------------------------------------
 
 
