@@ -612,9 +612,22 @@ def _import_one(ledger: Ledger, name: str, scratch: Path) -> str:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    """Annotate a run."""
+    """Annotate a run; an empty author or note, or a position the run lacks, writes nothing."""
+    for option, value, wanted in (
+        ("--author", args.author, "who writes the note"),
+        ("--note", args.note, "the note's text"),
+    ):
+        if not value.strip():
+            raise CliError(f"{option} is empty: give {wanted}")
     with open_ledger(args, create=False) as ledger:
         run_id = resolve_run(ledger, args.run)
+        if args.position is not None:
+            last = ledger.last_event(run_id).position
+            if not 1 <= args.position <= last:
+                raise CliError(
+                    f"--position {args.position} is not an event of run {run_id}: "
+                    f"give 1 to {last} (its last event)"
+                )
         record = ledger.annotate(
             run_id,
             author=args.author,
