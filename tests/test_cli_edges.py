@@ -879,3 +879,25 @@ def test_an_empty_file_still_takes_a_new_ledger(cli: Cli, tmp_path: Path) -> Non
     path.touch()
     assert cli("--db", f"sqlite:///{path}", "demo").status == 0
     assert len(json.loads(cli("--db", f"sqlite:///{path}", "runs", "--json").out)) == 1
+
+
+def _damage_table(path: Path, table: str) -> None:
+    """Overwrite the root page of one table of a SQLite file: the rest still reads."""
+    conn = sqlite3.connect(path)
+    try:
+        (root,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", [table]
+        ).fetchone()
+    finally:
+        conn.close()
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    data[(root - 1) * page_size : root * page_size] = b"A" * page_size
+    path.write_bytes(bytes(data))
+
+
+def test_a_run_recorded_into_a_damaged_file_fails_cleanly(cli: Cli, demo: Demo) -> None:
+    """``demo`` into a file whose blobs no longer read names the failed run, not a traceback."""
+    _damage_table(demo.path, "agentledger_blobs")
+    refused(cli("--db", demo.url, "demo"), "failed", "database disk image is malformed")
+    refused(cli("--db", demo.url, "verify"), "the database file is damaged")
