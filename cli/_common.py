@@ -40,7 +40,8 @@ def whole_number(text: str) -> int:
 
     A larger one would reach SQL as a number the database cannot hold (SQLite: "datatype
     mismatch", PostgreSQL: "bigint out of range") or a payload as one JSON cannot carry; argparse
-    then names the option and exits 2. Each command still checks its own lower bound.
+    then names the option and exits 2. Lower bounds are the commands' own (``runs -n`` refuses
+    0, a position is checked against its run).
     """
     try:
         value = int(text)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from agentledger.agents import run_agent
+from agentledger.agents import AgentError, run_agent
 from agentledger.agents.testing import load_scenario
 from agentledger.cli._common import CliError, open_ledger, plural
 from agentledger.cli._format import terminal_width, timeline
@@ -58,14 +58,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise CliError(f"no bundled scenario {args.scenario!r}: choose one of {', '.join(bundled)}")
     scenario = load_scenario(args.scenario)
     with open_ledger(args) as ledger:
-        result = run_agent(
-            ledger,
-            scenario.agent,
-            scenario.question,
-            models=scenario.models,
-            config=scenario.config,
-            tags=["demo"],
-        )
+        try:
+            result = run_agent(
+                ledger,
+                scenario.agent,
+                scenario.question,
+                models=scenario.models,
+                config=scenario.config,
+                tags=["demo"],
+            )
+        except AgentError as error:  # the ledger refused a write (a damaged file, a full disk)
+            raise CliError(str(error)) from None
         records = ledger.events(result.run_id)
         print(f"Recorded run {result.run_id} ({scenario.agent}) into {ledger.url}\n")
         print(f"Question: {scenario.question}\n")

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import stat
 import time
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from test_cli_ledger import Output
 from agentledger.cli import main
 from agentledger.cli._format import runs_table, timeline
 from agentledger.ledger import Ledger, StorageError
+from agentledger.ledger.signed_note import write_key_pair
 from agentledger.replay import _replay as replay_module
 
 
@@ -175,6 +177,46 @@ def test_a_write_command_still_creates_the_file(cli: Cli, tmp_path: Path) -> Non
     assert (tmp_path / "new.db").is_file()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["annotate", "x", "--author", "a", "--note", "n"],
+        ["rerun", "x"],
+        ["resume", "x"],
+        ["fork", "x", "--at", "1"],
+        ["checkpoint", "--key", "KEY"],
+        ["projections", "catch-up"],
+        ["projections", "rebuild"],
+    ],
+)
+def test_a_command_on_recorded_runs_refuses_a_missing_file_and_creates_nothing(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """A mistyped --db is named, not made an empty ledger (checkpoint once signed its empty tree).
+
+    These commands write, but only about runs already recorded: a file without them is a typo.
+    """
+    key, _ = write_key_pair("example.org/log", tmp_path)
+    argv = [str(key) if word == "KEY" else word for word in command]
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("AGENTLEDGER_DB", raising=False)
+    refused(cli("--db", "sqlite:///ledgr-typo.db", *argv), "ledgr-typo.db", "does not exist")
+    refused(cli(*argv), "agentledger.db", "does not exist")
+    assert list(work.iterdir()) == []
+
+
+def test_import_still_creates_the_file(cli: Cli, demo: Demo, tmp_path: Path) -> None:
+    """``import`` records into a file that did not exist, as ``demo`` does."""
+    exported = tmp_path / "run.jsonl"
+    assert cli("--db", demo.url, "export", demo.run_ids[0], "-o", str(exported)).status == 0
+    imported = cli("--db", f"sqlite:///{tmp_path / 'new.db'}", "import", str(exported))
+    assert imported.status == 0, imported.err
+    with Ledger.open(f"sqlite:///{tmp_path / 'new.db'}", read_only=True) as ledger:
+        assert ledger.run_ids() == [demo.run_ids[0]]
+
+
 # 4. read-only files --------------------------------------------------------------------------
 
 
@@ -252,6 +294,72 @@ def test_runs_says_when_it_stops_at_the_limit(cli: Cli, demo: Demo) -> None:
 def test_runs_refuses_a_limit_below_one(cli: Cli, demo: Demo, limit: str) -> None:
     """--limit 0 or -1 is an error pointing at --all (-1 once silently dropped the oldest)."""
     refused(cli("--db", demo.url, "runs", "--limit", limit), f"got {limit}", "--all")
+
+
+WHOLE_NUMBER_MAX = 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "-n", "N"],
+        ["state", "RUN", "--at", "N"],
+        ["state", "RUN", "--diff-from", "N"],
+        ["fork", "RUN", "--at", "N"],
+        ["annotate", "RUN", "--author", "a", "--note", "n", "--position", "N"],
+        ["prove", "RUN", "--checkpoint", "c", "--position", "N"],
+        ["projections", "catch-up", "--batch-size", "N"],
+        ["projections", "rebuild", "--batch-size", "N"],
+        ["rerun", "RUN", "--max-tokens", "N"],
+        ["run", "question", "--seed", "N"],
+        ["run", "question", "--max-steps", "N"],
+        ["import", "x.jsonl", "--max-payload-bytes", "N"],
+        ["import", "x.jsonl", "--max-depth", "N"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("number", "words"),
+    [
+        ("99999999999999999999", "too large"),  # SQLite: "datatype mismatch"
+        ("9223372036854775808", "too large"),  # PostgreSQL: "bigint out of range"
+        (str(WHOLE_NUMBER_MAX + 1), "too large"),
+        ("-99999999999999999999", "too small"),
+    ],
+)
+def test_integer_options_refuse_numbers_the_database_cannot_hold(
+    demo: Demo, capsys: pytest.CaptureFixture[str], command: list[str], number: str, words: str
+) -> None:
+    """Every integer option is bounded as it is parsed: exit 2 naming the option, nothing written.
+
+    ``runs -n 99999999999999999999`` once ended in a traceback from the database.
+    """
+    argv = [{"N": number, "RUN": demo.run_ids[0]}.get(word, word) for word in command]
+    option = command[command.index("N") - 1]
+    before = demo.path.read_bytes()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["--db", demo.url, *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"argument {option}" in err, err
+    assert f": {number} is {words}: at " in err, err
+    assert str(WHOLE_NUMBER_MAX) in err
+    assert demo.path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_the_largest_number_an_option_takes_reaches_the_database(
+    cli: Cli, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """``runs -n`` at the bound lists the runs on SQLite and PostgreSQL alike."""
+    url = str(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url"))
+    assert cli("--db", url, "demo").status == 0
+    listed = cli("--db", url, "runs", "--json", "-n", str(WHOLE_NUMBER_MAX))
+    assert listed.status == 0, listed.err
+    assert len(json.loads(listed.out)) == 1
 
 
 # 7. export to stdout, import from stdin ------------------------------------------------------
@@ -742,3 +850,111 @@ def test_a_bad_database_url_is_named_without_its_secrets(cli: Cli, url: str, sai
     assert said in out.err
     assert "s3cret" not in out.err + out.out
     assert "Traceback" not in out.err
+
+
+# 13. damaged files, and files that hold no ledger --------------------------------------------
+
+
+def _damage(path: Path) -> None:
+    """Overwrite every page of a SQLite file but the first (its schema), as a disk fault might."""
+    data = path.read_bytes()
+    page_size = int.from_bytes(data[16:18], "big")
+    path.write_bytes(data[:page_size] + b"A" * (len(data) - page_size))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify"],
+        ["runs"],
+        ["stats"],
+        ["show", "RUN"],
+        ["annotate", "RUN", "--author", "a", "--note", "n"],
+        ["checkpoint", "--key", "KEY"],
+    ],
+)
+def test_a_damaged_file_is_named_damaged(
+    cli: Cli, demo: Demo, tmp_path: Path, command: list[str]
+) -> None:
+    """A file whose pages no longer read is an error naming it damaged, not a traceback."""
+    key, _ = write_key_pair("example.org/log", tmp_path)
+    argv = [{"RUN": demo.run_ids[0], "KEY": str(key)}.get(word, word) for word in command]
+    _damage(demo.path)
+    before = demo.path.read_bytes()
+    refused(
+        cli("--db", demo.url, *argv),
+        f"{demo.url}: the database file is damaged (database disk image is malformed)",
+    )
+    assert demo.path.read_bytes() == before
+
+
+def _not_a_ledger(path: Path, kind: str) -> None:
+    """An empty file, or another program's SQLite database."""
+    if kind == "empty":
+        path.touch()
+        return
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("kind", ["empty", "foreign"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs"],
+        ["verify"],
+        ["show", "x"],
+        ["stats"],
+        ["state", "x"],
+        ["erase", "--subject", "s", "--reason", "r", "--requested-by", "q", "-y"],
+        ["annotate", "x", "--author", "a", "--note", "n"],
+        ["fork", "x", "--at", "1"],
+        ["projections", "catch-up"],
+    ],
+)
+def test_a_file_holding_no_ledger_is_named_and_left_alone(
+    cli: Cli, tmp_path: Path, kind: str, command: list[str]
+) -> None:
+    """Commands on recorded runs neither read nor add tables to a file that holds no ledger."""
+    path = tmp_path / "other.db"
+    _not_a_ledger(path, kind)
+    before = path.read_bytes()
+    refused(
+        cli("--db", f"sqlite:///{path}", *command),
+        f"sqlite:///{path}: the database file is not an agentledger ledger (no agentledger tables)",
+    )
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_still_takes_a_new_ledger(cli: Cli, tmp_path: Path) -> None:
+    """``demo`` records into an empty file (one made by ``touch`` or ``mktemp``)."""
+    path = tmp_path / "made.db"
+    path.touch()
+    assert cli("--db", f"sqlite:///{path}", "demo").status == 0
+    assert len(json.loads(cli("--db", f"sqlite:///{path}", "runs", "--json").out)) == 1
+
+
+def _damage_table(path: Path, table: str) -> None:
+    """Overwrite the root page of one table of a SQLite file: the rest still reads."""
+    conn = sqlite3.connect(path)
+    try:
+        (root,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", [table]
+        ).fetchone()
+    finally:
+        conn.close()
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    data[(root - 1) * page_size : root * page_size] = b"A" * page_size
+    path.write_bytes(bytes(data))
+
+
+def test_a_run_recorded_into_a_damaged_file_fails_cleanly(cli: Cli, demo: Demo) -> None:
+    """``demo`` into a file whose blobs no longer read names the failed run, not a traceback."""
+    _damage_table(demo.path, "agentledger_blobs")
+    refused(cli("--db", demo.url, "demo"), "failed", "database disk image is malformed")
+    refused(cli("--db", demo.url, "verify"), "the database file is damaged")

@@ -261,6 +261,54 @@ def test_annotate_appends_a_note_that_keeps_the_run_intact(demo: Demo, cli: Cli)
     }
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--author", "", "--note", ""], "--author is empty"),
+        (["--author", "auditor", "--note", "  "], "--note is empty"),
+        (["--author", "auditor", "--note", "n", "--position", "9999"], "--position 9999"),
+        (["--author", "auditor", "--note", "n", "--position", "-1"], "--position -1"),
+        (["--author", "auditor", "--note", "n", "--position", "0"], "--position 0"),
+    ],
+)
+def test_annotate_refuses_an_empty_note_or_a_position_the_run_lacks(
+    demo: Demo, cli: Cli, options: list[str], named: str
+) -> None:
+    """Nothing is appended: a note is permanent, so an empty one or one about no event is refused.
+
+    These once exited 0 and stored the nonsense in the append-only ledger.
+    """
+    done = cli("--db", demo.url, "annotate", demo.run_id, *options)
+    assert done.status == 2
+    assert done.err.startswith("agentledger: ")
+    assert named in done.err
+    if "--position" in options:
+        assert f"give 1 to {demo.count}" in done.err
+    with Ledger.open(demo.url, read_only=True) as ledger:
+        assert len(ledger.events(demo.run_id)) == demo.count
+
+
+def test_annotate_takes_any_position_of_the_run(demo: Demo, cli: Cli) -> None:
+    """The first and last events may be annotated, and so may an earlier note."""
+    for position in (1, demo.count, demo.count + 1):
+        done = cli(
+            "--db",
+            demo.url,
+            "annotate",
+            demo.run_id,
+            "--author",
+            "a",
+            "--note",
+            "n",
+            "--position",
+            str(position),
+        )
+        assert done.status == 0, done.err
+    with Ledger.open(demo.url, read_only=True) as ledger:
+        notes = ledger.events(demo.run_id)[demo.count :]
+    assert [n.payload["about_position"] for n in notes] == [1, demo.count, demo.count + 1]
+
+
 def test_the_database_comes_from_db_or_agentledger_db(
     demo: Demo, cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,9 +329,10 @@ def test_the_database_comes_from_db_or_agentledger_db(
     monkeypatch.delenv("AGENTLEDGER_DB")
     annotated = cli("annotate", "x", "--author", "a", "--note", "n")
     assert annotated.status == 2
-    assert (workdir / "agentledger.db").exists()
     assert annotated.err.startswith("agentledger: ")
-    assert "'x'" in annotated.err
+    assert "agentledger.db" in annotated.err
+    assert "does not exist" in annotated.err
+    assert not (workdir / "agentledger.db").exists()  # annotate works on runs already recorded
 
 
 def test_verbose_logs_one_structured_line_per_appended_event(sqlite_url: str, cli: Cli) -> None:
