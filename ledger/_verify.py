@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -310,6 +310,18 @@ class RunVerifier:
         runs = [self, *others]
         self.report.blobs_checked += self._blobs.check([r.named_blobs for r in runs])
 
+    def recorded_meanwhile(self, read_again: Callable[[], RunInfo | None]) -> None:
+        """Note whether the run was being recorded while it was read (see `_check_index`).
+
+        A running run's index row that counts fewer events than were read is read again: when
+        it changed, a writer was appending (its row and events commit together); when it did
+        not, the row was rewritten to an earlier state, which the index check reports.
+        """
+        info = self._info
+        if info is None or info.status != "running" or info.event_count >= self._run.last:
+            return
+        self._run.grown = read_again() != info
+
     def finish(self) -> VerifyReport:
         """Check the runs index against what was fed, and return the report."""
         if self.named_blobs.pending:
@@ -516,6 +528,8 @@ class _Run:
     """The usage sums over the readable events (summed only when the index keeps totals)."""
     at_index: RecordedEvent | None = None
     """The event at the position a running run's index row counts up to (see `_check_index`)."""
+    grown: bool = False
+    """The run was being recorded while verify read it (`RunVerifier.recorded_meanwhile`)."""
 
     def note(self, record: RecordedEvent, readable: bool, info: RunInfo | None) -> None:
         """Take one more event (in stored order) into account."""
@@ -562,7 +576,8 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
     row that counts fewer events than are stored was read while the run was being recorded
     (verify reads the index, then the events): its head must be the event at its count; the
     fields of later events (count, status, end time, totals) describe a later state and are not
-    compared.
+    compared. A row that did not change meanwhile was rewritten to an earlier state: its fields
+    are compared as always.
     """
     run_id, last = run.run_id, run.last
     if info is None:
@@ -583,7 +598,7 @@ def _check_index(run: _Run, info: RunInfo | None, problems: list[Problem]) -> No
             "(the last events were deleted, or the index was edited)"
         )
         problems.append(Problem(run_id, last + 1, "tail truncated", detail))
-    elif info.status == "running" and info.event_count < last:
+    elif run.grown:
         # Recorded on while verify read: the row was read before the run's later events. It
         # must still be the run as it was then: its head the event at its count.
         grown = run.at_index

@@ -215,6 +215,7 @@ class PagedVerify:
         A run whose report must name where hashes are stored is read twice more: once for
         those positions, once to verify it knowing them.
         """
+        verifier.recorded_meanwhile(lambda: self._recorder.get_run(run_id))
         needed = verifier.needs_origins
         if needed:
             origins: dict[str, int] = {}

@@ -412,7 +412,11 @@ def test_a_writer_hashing_bytes_that_are_not_canonical_is_caught(
 def test_a_run_recorded_on_while_verify_reads_is_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The index row read first, the run's later events after: no false alarm, no missed edit."""
+    """The index row read first, the run's later events after: no false alarm, no missed edit.
+
+    The row is read again after the events: it changed (a writer appended), so the run grew;
+    a row rewritten to an earlier state does not change, and is compared as always.
+    """
     db = f"sqlite:///{tmp_path / 'live.db'}"
     with Ledger.open(db) as ledger, ledger.record_run("growing", input="q") as run:
         for i in range(5):
@@ -439,7 +443,7 @@ def test_a_run_recorded_on_while_verify_reads_is_intact(
         )
     with Ledger.open(db) as ledger:
         problems = ledger.verify().problems
-    assert [(p.position, p.field) for p in problems] == [(3, "head hash")]
+    assert {"event count", "head hash", "status"} <= {p.field for p in problems}
 
 
 def test_verify_reports_its_progress_page_by_page(tmp_path: Path) -> None:
