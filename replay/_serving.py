@@ -378,7 +378,8 @@ class ServingRecorder(CheckingRecorder):
             error=ErrorInfo.model_validate(error) if error else None,
             chunks=found.chunks,
             position=found.position,
-            attempts=[_attempt(a) for a in found.payload.get("attempts", [])],
+            # a failure's attempts give the SDK error its status (and a cancellation its wait)
+            attempts=[_attempt(a) for a in found.payload.get("attempts", [])] if error else [],
         )
 
     def record_served(self, call: CallRecord) -> int:
