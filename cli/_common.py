@@ -189,10 +189,15 @@ def plural(count: int, noun: str) -> str:
 
 
 def resolve_run(ledger: Ledger, text: str) -> str:
-    """Accept a full run id or a unique prefix of one."""
+    """Accept a full run id, a unique prefix of one, or ``last`` (the newest run)."""
     ids = ledger.run_ids()
     if text in ids:
         return text
+    if text == "last":  # no run id or prefix spells it: ids are hexadecimal
+        newest = ledger.runs(limit=1)
+        if not newest:
+            raise CliError(f"no runs in {ledger.url}")
+        return newest[0].run_id
     matches = [rid for rid in ids if rid.startswith(text)]
     if len(matches) == 1:
         return matches[0]

@@ -257,13 +257,8 @@ def _stored(values: dict[str, Any], ref: str) -> Any:
 
 
 def show_target(ledger: Ledger, text: str) -> str:
-    """The run `show` means: ``last`` is the newest run (unless a run has that very id)."""
-    if text != "last" or text in ledger.run_ids():
-        return resolve_run(ledger, text)
-    newest = ledger.runs(limit=1)
-    if not newest:
-        raise CliError(f"no runs in {ledger.url}")
-    return newest[0].run_id
+    """The run `show` means (``last``: the newest run, as every command takes it)."""
+    return resolve_run(ledger, text)
 
 
 def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[str, Any]]]:

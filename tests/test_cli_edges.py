@@ -958,3 +958,17 @@ def test_a_run_recorded_into_a_damaged_file_fails_cleanly(cli: Cli, demo: Demo) 
     _damage_table(demo.path, "agentledger_blobs")
     refused(cli("--db", demo.url, "demo"), "failed", "database disk image is malformed")
     refused(cli("--db", demo.url, "verify"), "the database file is damaged")
+
+
+def test_last_names_the_newest_run_for_every_command(cli: Cli, demo: Demo) -> None:
+    """``last`` works where a run is named (state, export, report...), not only in show."""
+    for args in (
+        ("state", "last"),
+        ("verify", "last"),
+        ("replay", "last"),
+        ("annotate", "last", "--author", "a", "--note", "seen"),
+    ):
+        done = cli("--db", demo.url, *args)
+        assert done.status == 0, (args, done.err)
+    shown = cli("--db", demo.url, "show", "last", "--json")
+    assert json.loads(shown.out)["run"]["run_id"] == demo.run_ids[0]
