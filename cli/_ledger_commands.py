@@ -330,6 +330,11 @@ def follow(ledger: Ledger, run_id: str, interval: float = FOLLOW_INTERVAL_S) -> 
         time.sleep(interval)
 
 
+def _export_progress(written: int, total: int) -> None:
+    """``export: 12,000/48,211 lines`` on a terminal, rewritten in place."""
+    print(f"\rexport: {written:,}/{total:,} lines", end="", file=sys.stderr, flush=True)
+
+
 def _verify_progress(read: int, total: int) -> None:
     """``verify: 120,000/480,000 events`` on a terminal, rewritten in place."""
     print(f"\rverify: {read:,}/{total:,} events", end="", file=sys.stderr, flush=True)
@@ -488,7 +493,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_ledger(args, read_only=True) as ledger, tempfile.TemporaryDirectory() as scratch:
         run_id = resolve_run(ledger, args.run)
         target = Path(scratch, "export.jsonl") if to_stdout else Path(args.output)
-        lines = ledger.export_run(run_id, target, checkpoint=note)
+        shown = sys.stderr.isatty() and not args.json
+        lines = ledger.export_run(
+            run_id, target, checkpoint=note, progress=_export_progress if shown else None
+        )
+        if shown:
+            print("\r\033[K", end="", file=sys.stderr)
         if to_stdout:
             with target.open("rb") as exported:
                 sys.stdout.flush()

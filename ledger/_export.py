@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,7 +87,12 @@ def _reachable_refs(ledger: Ledger, direct: set[str], page_size: int) -> set[str
     return found
 
 
-def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> Iterator[str]:
+def export_lines(
+    ledger: Ledger,
+    run_id: str,
+    checkpoint: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[str]:
     """The export file's lines, in order, read from the ledger a page at a time.
 
     A first pass over the events counts them and finds the blobs they reach (the header names
@@ -95,7 +100,8 @@ def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> 
     appended meanwhile is not half exported), blobs by ref, proofs. What is held at once is a
     page of events or blobs and the set of blob refs. With a signed `checkpoint`, the file ends
     with it (a ``checkpoint`` line) and one ``proof`` line per event it covers: that event's
-    inclusion proof in the checkpoint's tree. Pages are the ledger's `page_size`.
+    inclusion proof in the checkpoint's tree. Pages are the ledger's `page_size`. ``progress``
+    is told (lines so far, lines in all) every `PROGRESS_EVERY` lines and at the end.
     """
     blob_page = min(ledger.page_size, BLOB_PAGE_SIZE)
     count, last, first_id = 0, 0, run_id
@@ -125,18 +131,28 @@ def export_lines(ledger: Ledger, run_id: str, checkpoint: str | None = None) -> 
     header["blobs"] = len(refs)
     if proofs:
         header["proofs"] = len(proofs) - 1
-    yield json.dumps(header, ensure_ascii=False)
+    total, done = 1 + count + len(refs) + len(proofs), 0
+
+    def told(line: str) -> str:
+        nonlocal done
+        done += 1
+        if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
+            progress(done, total)
+        return line
+
+    yield told(json.dumps(header, ensure_ascii=False))
     if count:
         for record in ledger.iter_events(run_id, upto=last):
-            yield json.dumps({"type": "event", **record.envelope()}, ensure_ascii=False)
+            yield told(json.dumps({"type": "event", **record.envelope()}, ensure_ascii=False))
     for start in range(0, len(refs), blob_page):
         page = refs[start : start + blob_page]
         found = ledger.blob_bytes(page)
         for ref in page:
             content = loads(found[ref])
-            yield json.dumps({"type": "blob", "ref": ref, "content": content}, ensure_ascii=False)
+            blob = {"type": "blob", "ref": ref, "content": content}
+            yield told(json.dumps(blob, ensure_ascii=False))
     for item in proofs:
-        yield json.dumps(item, ensure_ascii=False)
+        yield told(json.dumps(item, ensure_ascii=False))
 
 
 class BrokenRunError(Exception):
@@ -166,6 +182,7 @@ def export_run(
     run_id: str,
     path: str | os.PathLike[str],
     checkpoint: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> int:
     """Write one run to `path` as JSONL, line by line; returns the number of lines written.
 
@@ -176,7 +193,7 @@ def export_run(
     target = Path(path)
     if target.is_symlink():  # replace the file it points to, not the link
         target = target.resolve()
-    lines = export_lines(ledger, run_id, checkpoint)
+    lines = export_lines(ledger, run_id, checkpoint, progress)
     if target.exists() and not target.is_file():
         written = 0
         try:
@@ -224,6 +241,8 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _EVENT_ID = re.compile(r"[0-9a-f]{32}")
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _REF = re.compile(r"sha256:[0-9a-f]{64}")
+PROGRESS_EVERY = 1000
+"""How many lines an export writes between two calls of its ``progress``."""
 _LINE_SLACK = 64 * 1024
 """Characters a line may hold beyond twice `max_payload_bytes`: the envelope around a payload.
 (An export writes JSON with a space after each separator, so its payload text is at most about

@@ -1141,7 +1141,12 @@ class Ledger:
         return report
 
     def export_run(
-        self, run_id: str, path: str | os.PathLike[str], *, checkpoint: str | None = None
+        self,
+        run_id: str,
+        path: str | os.PathLike[str],
+        *,
+        checkpoint: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Write one run (events and every blob it refers to) to a JSONL file.
 
@@ -1150,6 +1155,7 @@ class Ledger:
         `verify_export` can check the run offline with nothing but the verifier key.
         Refuses (`ExportRefusedError`, before opening anything) a `path` that is this ledger's
         own database file or one of its ``-wal``/``-shm``/``-journal`` files, however spelled.
+        ``progress`` is told (lines written, lines in all) every thousand lines and at the end.
         """
         from agentledger.ledger._export import export_run
 
@@ -1159,7 +1165,7 @@ class Ledger:
             reason = f"it is this ledger's own database file ({own}); writing it would destroy it"
             raise ExportRefusedError(os.fspath(path), reason)
         try:
-            return export_run(self, run_id, path, checkpoint)
+            return export_run(self, run_id, path, checkpoint, progress)
         except OSError as e:
             raise ExportRefusedError(os.fspath(path), f"cannot write the file: {e}") from e
 

@@ -463,3 +463,17 @@ def test_verify_reports_its_progress_page_by_page(tmp_path: Path) -> None:
             run.run_id, page_size=5, progress=lambda read, total: one.append((read, total))
         )
         assert one[-1] == (12, 12)
+
+
+def test_export_reports_its_progress_to_the_last_line(tmp_path: Path) -> None:
+    """Lines written against lines in all, every thousand lines and at the end."""
+    with Ledger.open(f"sqlite:///{tmp_path / 'e.db'}") as ledger:
+        with ledger.record_run("long", input="q") as run:
+            for i in range(1500):
+                run.delta({"i": i})
+        seen: list[tuple[int, int]] = []
+        lines = ledger.export_run(
+            run.run_id, tmp_path / "run.jsonl", progress=lambda n, total: seen.append((n, total))
+        )
+    assert seen == [(1000, lines), (lines, lines)]
+    assert lines == len((tmp_path / "run.jsonl").read_text().splitlines())
