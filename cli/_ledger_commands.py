@@ -256,11 +256,6 @@ def _stored(values: dict[str, Any], ref: str) -> Any:
     return values[ref]
 
 
-def show_target(ledger: Ledger, text: str) -> str:
-    """The run `show` means (``last``: the newest run, as every command takes it)."""
-    return resolve_run(ledger, text)
-
-
 def model_calls(ledger: Ledger, run_id: str) -> list[tuple[RecordedEvent, dict[str, Any]]]:
     """A run's model calls, each with its new messages, where the earlier ones are, response."""
     from agentledger.cli._report import new_messages, read_ahead
@@ -292,9 +287,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.follow:
         # Not read-only: a read-only SQLite file may be read as immutable, never seeing new rows.
         with open_ledger(args, read_only="auto") as ledger:
-            return follow(ledger, show_target(ledger, args.run))
+            return follow(ledger, resolve_run(ledger, args.run))
     with open_ledger(args, read_only=True) as ledger:
-        run_id = show_target(ledger, args.run)
+        run_id = resolve_run(ledger, args.run)
         if args.conversation:
             width = min(shutil.get_terminal_size((100, 24)).columns, 120)
             print(f"run {run_id}")
