@@ -972,3 +972,41 @@ def test_last_names_the_newest_run_for_every_command(cli: Cli, demo: Demo) -> No
         assert done.status == 0, (args, done.err)
     shown = cli("--db", demo.url, "show", "last", "--json")
     assert json.loads(shown.out)["run"]["run_id"] == demo.run_ids[0]
+
+
+def test_docs_cli_names_every_option_of_every_command() -> None:
+    """docs/cli.md lists every command's options: an option added to a parser must be there too."""
+    import argparse
+    import importlib
+    import re
+
+    from agentledger.cli._main import COMMANDS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text("utf-8").splitlines()
+    missing: list[tuple[str, list[str]]] = []
+
+    def check(command: list[str], parser: argparse.ArgumentParser) -> None:
+        lines = [
+            line
+            for line in doc
+            if f"agentledger {command[0]}" in line and all(word in line for word in command[1:])
+        ]
+        for action in parser._actions:  # argparse keeps them nowhere public
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    check([*command, name], sub)
+                continue
+            options = [o for o in action.option_strings if o not in {"-h", "--help"}]
+            found = any(
+                re.search(re.escape(o) + r"(?![\w-])", line) for o in options for line in lines
+            )
+            if options and not found:
+                missing.append((" ".join(command), options))
+
+    for module in COMMANDS:
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(f"agentledger.cli.{module}").register(sub)
+        for name, command in sub.choices.items():
+            check([name], command)
+    assert missing == []
