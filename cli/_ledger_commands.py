@@ -23,6 +23,7 @@ from agentledger.cli._common import (
 )
 from agentledger.cli._format import conversations, lineage, runs_table, terminal_width, timeline
 from agentledger.ledger import (
+    ExportRefusedError,
     ImportRefusedError,
     Ledger,
     LedgerError,
@@ -538,21 +539,36 @@ def _export_many(args: argparse.Namespace) -> int:
                 "(files are never overwritten)"
             )
         directory.mkdir(exist_ok=True)
-        written = []
-        for index, run_id in enumerate(run_ids, 1):
-            lines = ledger.export_run(run_id, directory / f"{run_id}.jsonl")
-            written.append(
-                {"path": str(directory / f"{run_id}.jsonl"), "run_id": run_id, "lines": lines}
-            )
-            if sys.stderr.isatty():
-                print(f"\rexported {index}/{len(run_ids)}", end="", file=sys.stderr, flush=True)
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
+        written, refused = _export_each(ledger, run_ids, directory)
     if args.json:
         print(json.dumps(written, indent=2))
     else:
         print(f"wrote {plural(len(written), 'run')} to {directory}/", file=sys.stderr)
-    return 0
+    for run_id, reason in refused:
+        print(f"not exported {run_id}: {reason}", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def _export_each(
+    ledger: Ledger, run_ids: list[str], directory: Path
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """Write ``DIR/RUN_ID.jsonl`` for each run; a run export refuses (broken) is set aside."""
+    written: list[dict[str, Any]] = []
+    refused: list[tuple[str, str]] = []
+    for index, run_id in enumerate(run_ids, 1):
+        try:
+            lines = ledger.export_run(run_id, directory / f"{run_id}.jsonl")
+        except ExportRefusedError as e:  # a broken run: the others go on
+            refused.append((run_id, e.reason))
+            continue
+        written.append(
+            {"path": str(directory / f"{run_id}.jsonl"), "run_id": run_id, "lines": lines}
+        )
+        if sys.stderr.isatty():
+            print(f"\rexported {index}/{len(run_ids)}", end="", file=sys.stderr, flush=True)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return written, refused
 
 
 def _import_sources(paths: list[str]) -> list[str]:

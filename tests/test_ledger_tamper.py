@@ -458,6 +458,20 @@ def test_an_export_of_a_cut_or_altered_run_is_refused(attacked: Recorded, tmp_pa
         ledger.export_run(attacked.run_id, out / "again.jsonl")
 
 
+def test_export_all_reports_a_cut_run_and_exports_the_others(
+    attacked: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export --all -o DIR``: the cut run is named and not written, the rest are; exit 1."""
+    from agentledger.cli import main
+
+    attacked.db.delete_events(attacked.run_id, [attacked.count])
+    out = tmp_path / "all"
+    assert main(["--db", attacked.url, "export", "--all", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"not exported {attacked.run_id}: run {attacked.run_id} fails its own checks" in err
+    assert sorted(p.name for p in out.iterdir()) == [f"{attacked.bystander}.jsonl"]
+
+
 def test_a_truncated_tail_with_a_forged_index_is_still_named(
     attacked: Recorded, capsys: pytest.CaptureFixture[str]
 ) -> None:
