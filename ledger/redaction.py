@@ -16,7 +16,6 @@ not record events, keep state beyond a ``Redactor``'s cache, or import agents or
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
@@ -212,7 +211,8 @@ class Redactor:
     ``redact_text`` and ``redact_json`` make one per call. A recorder that sees the same
     messages again in every request of a conversation keeps one instead (a ledger shares one
     between the runs of each policy), so that each string is redacted once: up to
-    ``cache_size`` distinct strings are remembered (the oldest is forgotten first; ``0``
+    ``cache_size`` distinct strings are remembered (those least recently used are forgotten
+    first, in two generations of half the size each, so that forgetting costs O(1); ``0``
     remembers none). Safe to share between threads. Raises ``UsageError`` when the policy
     hashes a kind and no ``salt`` is given.
     """
@@ -230,7 +230,9 @@ class Redactor:
             raise UsageError(msg)
         self.salt = salt
         self.cache_size = cache_size
-        self._cache: dict[tuple[str, str | None], str] = {}
+        self._cache: dict[tuple[str, str | None], str] = {}  # the recent generation
+        self._older: dict[tuple[str, str | None], str] = {}
+        self._generation = max(1, cache_size // 2)
         self._fields: dict[str, Kind | None] = {}
         self._plain: set[str] = set()  # strings found clean outside secret fields
         self._keys: dict[str, Kind | None] = {}  # keys found clean, and the kind they make
@@ -293,7 +295,7 @@ class Redactor:
         """Whether ``text`` holds no placeholder and redacts to itself (remembered if so)."""
         if "[" in text and placeholder_pattern().search(text):
             return False
-        if (self._cache.get((text, whole)) or self.redact(text, whole)) != text:
+        if self.redact(text, whole) != text:
             return False
         if whole is None and self.cache_size > 0:
             plain = self._plain
@@ -306,7 +308,7 @@ class Redactor:
         """Whether object key ``key`` holds no placeholder and redacts to itself (remembered)."""
         if "[" in key and placeholder_pattern().search(key):
             return False
-        if (self._cache.get((key, None)) or self.redact(key)) != key:
+        if self.redact(key) != key:
             return False
         keys = self._keys
         if len(keys) >= _FIELDS_KEPT:
@@ -331,13 +333,17 @@ class Redactor:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        result = self._redact(text, whole)
+        result = self._older.get(key)
+        if result is None:
+            result = self._redact(text, whole)
         if self.cache_size > 0:
             cache = self._cache
-            if len(cache) >= self.cache_size:
-                # threads of a ledger share the redactor: another may evict meanwhile
-                with contextlib.suppress(RuntimeError, StopIteration):
-                    cache.pop(next(iter(cache)), None)
+            if len(cache) >= self._generation:
+                # the recent generation becomes the older one, whose strings are forgotten:
+                # O(1), and safe while other threads of the ledger read or add (each sees a
+                # whole dict; a string added to the one being dropped is only redacted again)
+                self._older, self._cache = cache, {}
+                cache = self._cache
             cache[key] = result
         return result
 

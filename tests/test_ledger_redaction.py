@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -410,7 +411,8 @@ def test_one_redactor_shared_by_threads_gives_each_the_right_result() -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(work, range(8)))
     assert results == [["mail [redacted:email] now"] * 400] * 8
-    assert len(shared._cache) <= 8 + 8  # each thread may add one past the bound at once
+    # each thread may add one past the bound at once
+    assert len(shared._cache) + len(shared._older) <= 8 + 8
 
 
 def test_the_runs_of_every_ledger_share_one_redactor_per_policy_and_salt() -> None:
@@ -434,3 +436,21 @@ def test_the_runs_of_every_ledger_share_one_redactor_per_policy_and_salt() -> No
         shared_redactor(salted, b"one").text("a@example.com")[0]
         != shared_redactor(salted, b"two").text("a@example.com")[0]
     )
+
+
+def test_a_redactor_keeps_the_strings_it_used_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string used again within the last half of the cache is never redacted a second time."""
+    redactor = Redactor(cache_size=8)
+    redacted_now: list[str] = []
+    original = redactor._redact
+
+    def counting(text: str, whole: Any) -> str:
+        redacted_now.append(text)
+        return original(text, whole)
+
+    monkeypatch.setattr(redactor, "_redact", counting)
+    for n in range(200):
+        assert redactor.redact("the system prompt") == "the system prompt"
+        assert redactor.redact(f"mail u{n}@example.com") == "mail [redacted:email]"
+    assert redacted_now.count("the system prompt") == 1
+    assert len(redacted_now) == 201
