@@ -128,8 +128,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--allow-uncovered",
         action="store_true",
-        help="with --file: accept events after the last one the checkpoint proves (a run that "
-        "went on after it), listing them",
+        help="with --file, or a RUN and --checkpoint: accept events after the last one the "
+        "checkpoint proves (a run that went on after it, or began after it), listing them",
     )
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=cmd_verify)
@@ -357,6 +357,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint or None,
             verifier_keys=keys,
             progress=_verify_progress if shown else None,
+            allow_uncovered=args.allow_uncovered,
         )
         if shown:
             print("\r\033[K", end="", file=sys.stderr)
@@ -372,12 +373,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     broken = len(report.broken_runs)
     verdict = "intact" if report.ok else f"BROKEN ({plural(broken, 'run')})" if broken else "BROKEN"
     erased = f" ({report.blobs_erased} erased)" if report.blobs_erased else ""
+    if report.blobs_erased_unrecorded:
+        erased = (
+            f" ({report.blobs_erased} erased, {report.blobs_erased_unrecorded} of them under "
+            "keys no recorded erasure names: imported from another ledger, or deleted by hand)"
+        )
     print(
         f"{verdict}: {plural(report.runs_checked, 'run')}, "
         f"{plural(report.events_checked, 'event')}, {plural(report.blobs_checked, 'blob')} "
         f"checked{erased}"
     )
-    print_checkpoint_summary(report)
+    print_checkpoint_summary(report, run_id)
+    if not args.checkpoint:
+        print(
+            "not checked against a signed checkpoint: hashes recomputed from content show "
+            "edits, not a history rewritten with every hash recomputed, a run deleted whole or "
+            "a run cut before its end (verify --checkpoint DIR --vkey KEY checks those)"
+        )
     deep_ok = print_snapshot_report(snapshots) if snapshots is not None else True
     return 0 if report.ok and deep_ok else 1
 
@@ -390,6 +402,7 @@ def verify_json(report: VerifyReport, snapshots: SnapshotReport | None) -> dict[
         "events_checked": report.events_checked,
         "blobs_checked": report.blobs_checked,
         "blobs_erased": report.blobs_erased,
+        "blobs_erased_unrecorded": report.blobs_erased_unrecorded,
         "broken_runs": report.broken_runs,
         "problems": [str(p) for p in report.problems],
         "log_problems": [str(p) for p in report.log_problems],
@@ -400,6 +413,7 @@ def verify_json(report: VerifyReport, snapshots: SnapshotReport | None) -> dict[
                 "ok": c.ok,
                 "events": c.events,
                 "not_covered": c.not_covered,
+                "run_not_covered": c.run_not_covered,
                 "problems": [str(p) for p in c.problems],
             }
             for c in report.checkpoints
@@ -415,8 +429,8 @@ def verify_json(report: VerifyReport, snapshots: SnapshotReport | None) -> dict[
     return out
 
 
-def print_checkpoint_summary(report: VerifyReport) -> None:
-    """One line on what the checkpoints covered (the largest one that holds)."""
+def print_checkpoint_summary(report: VerifyReport, run_id: str | None = None) -> None:
+    """One line on what the checkpoints covered (the largest one that holds), and `run_id`."""
     if not report.checkpoints:
         return
     held = [c for c in report.checkpoints if c.ok]
@@ -431,6 +445,11 @@ def print_checkpoint_summary(report: VerifyReport) -> None:
         if uncovered
         else "; every event is covered"
     )
+    for late_run, late in top.run_not_covered.items():
+        span = f"{late[0]}" if len(late) == 1 else f"{late[0]}..{late[-1]}"
+        tail += f", positions {span} of run {late_run} among them"
+    if run_id is not None and run_id not in top.run_not_covered:
+        tail += f"; every event of run {run_id} is covered"
     print(
         f"checkpoints intact: {len(held)} of {len(report.checkpoints)} hold; the latest, "
         f"{body.origin} at {plural(body.size, 'event')}, is re-derived from the whole ledger's "

@@ -315,6 +315,7 @@ def verify_checkpoints(
     *,
     recomputed: Mapping[str, Mapping[int, bytes]] | None = None,
     complete: bool = True,
+    allow_uncovered: bool = False,
 ) -> None:
     """Check the ledger against signed checkpoints; add what is found to `report`.
 
@@ -324,7 +325,11 @@ def verify_checkpoints(
     first checkpoint that shows it. `recomputed` holds, for the runs whose content was checked,
     each event's hash recomputed from that content; unless `complete` (every run was checked),
     the other runs' rows are read whole and their hashes recomputed from each row alone (see
-    `check_checkpoints`).
+    `check_checkpoints`). When not `complete` (one run was checked), that run's events must
+    be covered by the largest checkpoint that holds: events recorded after it are a "not
+    covered" problem, unless `allow_uncovered`, which leaves them listed in its
+    ``run_not_covered``. (When every run is checked, events after the checkpoint are runs
+    recorded since: the checks count them, as ``not_covered``.)
     """
     opened: list[OpenedCheckpoint] = []
     for source, text in checkpoint_sources(checkpoint):
@@ -346,6 +351,21 @@ def verify_checkpoints(
             if key not in seen:
                 seen.add(key)
                 report.log_problems.append(replace(problem, checkpoint=signed.source))
+    held = [(signed, check) for signed, check in zip(opened, checks, strict=True) if check.ok]
+    if complete or allow_uncovered or not held:
+        return
+    signed, top = max(held, key=lambda pair: pair[1].checkpoint.size)
+    for run_id, late in top.run_not_covered.items():
+        span = f"{late[0]}" if len(late) == 1 else f"{late[0]}..{late[-1]}"
+        detail = (
+            f"{len(late)} of the run's events (positions {span}) were recorded after the "
+            f"largest checkpoint that holds ({top.checkpoint.size} events), so no signature "
+            "vouches for them: check against a newer checkpoint (or allow uncovered events, "
+            "which are then listed)"
+        )
+        report.log_problems.append(
+            LogProblem("not covered", detail, run_id, late[0], checkpoint=signed.source)
+        )
 
 
 def proof_items(

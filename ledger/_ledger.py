@@ -22,7 +22,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEv
 from agentledger.ledger._canonical import as_recorded, canonical_json_trusted, loads
 from agentledger.ledger._chain import parent_mismatch
 from agentledger.ledger._codec import unpack_blob
-from agentledger.ledger._hashing import GENESIS, blob_ref
+from agentledger.ledger._hashing import GENESIS, blob_ref, envelope_hash
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._mapper import seal
 from agentledger.ledger._ports import Clock, IdSource, RandomIds, SystemClock
@@ -52,6 +52,7 @@ from agentledger.ledger.errors import (
     CorruptEventError,
     ExportRefusedError,
     InvalidEventError,
+    InvalidPayloadError,
     ReadOnlyDatabaseError,
     RunClosedError,
     StorageError,
@@ -1072,6 +1073,7 @@ class Ledger:
         verifier_keys: Sequence[str] = (),
         page_size: int = VERIFY_PAGE,
         progress: Callable[[int, int], None] | None = None,
+        allow_uncovered: bool = False,
     ) -> VerifyReport:
         """Recompute every hash (one run, or all) and report what is broken, by run and position.
 
@@ -1087,7 +1089,11 @@ class Ledger:
         check each signature, re-derive each checkpoint's root from the events' hashes, check
         that today's log extends it, and that no two checkpoints of one size disagree: the
         findings are in ``report.log_problems`` (re-chained, truncated, rolled back, forked,
-        bad signature), with the run and position where they can be named.
+        bad signature), with the run and position where they can be named. With a `run_id`, the
+        run's events must be covered by the largest checkpoint that holds: those recorded after
+        it are "not covered" (a run inserted since the last checkpoint, however old its times
+        look, is not vouched for), unless `allow_uncovered`, which lists them instead in the
+        checkpoint check's ``run_not_covered``.
 
         Also checks each run's runs-index row and tags against its events, and that no run was
         started from a position past its parent's last event. Without a signed checkpoint a cut
@@ -1099,7 +1105,10 @@ class Ledger:
 
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise UsageError(f"verify: page_size must be a whole number >= 1, got {page_size!r}")
+        from agentledger.ledger._sealed_keys import SealedKeys
+
         hashes: dict[str, dict[int, bytes]] | None = {} if checkpoint is not None else None
+        sealed_keys = SealedKeys(self)
         paged = PagedVerify(
             self._store.recorder,
             self._blobs_with_parents,
@@ -1107,6 +1116,7 @@ class Ledger:
             hashes,
             streams=frozenset({ERASURE_STREAM}),
             progress=progress,
+            check_sealed=sealed_keys.check,
         )
         if run_id:
             rid = str(self._uuid(run_id))
@@ -1125,7 +1135,9 @@ class Ledger:
         report.problems += forks_past_end(paged.starts, paged.ends)
         if paged.sealed:  # sealed for a data subject: erased once the subject's key is gone
             live = self._keys.keys(set(paged.sealed.values()))
-            report.blobs_erased = sum(1 for key_id in paged.sealed.values() if key_id not in live)
+            gone = [key_id for key_id in paged.sealed.values() if key_id not in live]
+            report.blobs_erased = len(gone)
+            report.blobs_erased_unrecorded = sum(k not in sealed_keys.recorded for k in gone)
         if checkpoint is not None:
             from agentledger.ledger._checkpoints import verify_checkpoints
 
@@ -1137,6 +1149,7 @@ class Ledger:
                 report,
                 recomputed=hashes,
                 complete=run_id is None,
+                allow_uncovered=allow_uncovered,
             )
         return report
 
@@ -1221,7 +1234,9 @@ class Ledger:
 
         `checkpoint` is a signed checkpoint's text; with `verifier_keys` its signature is
         checked first. Returns JSON-ready values: the event's hash, leaf index, tree size,
-        root, the proof's hashes (base64) and the checkpoint itself.
+        root, the proof's hashes (base64) and the checkpoint itself. Refuses ("re-chained") an
+        event whose content no longer hashes to the hash stored beside it: the proof would be
+        of the stored hash, not of the event as it now reads.
         """
         from agentledger.ledger._checkpoint import Checkpoint
         from agentledger.ledger._checkpoints import (
@@ -1257,6 +1272,17 @@ class Ledger:
             if not matching:
                 raise UsageError(f"run {run_id} has no position {position}")
             record = matching[0]
+        try:
+            recomputed = envelope_hash(record.envelope())
+        except InvalidPayloadError as e:
+            recomputed = f"nothing: {e}"
+        if recomputed != record.hash:
+            detail = (
+                f"run {run_id} position {record.position}: its content hashes to {recomputed}, "
+                f"not {record.hash} as stored, so a proof of the stored hash would not prove "
+                "this event (`agentledger verify` names what changed)"
+            )
+            raise CheckpointError("re-chained", detail)
         proof = inclusion(log, body, record.run_id, record.position, record.hash)
         proof["checkpoint"] = checkpoint
         return proof

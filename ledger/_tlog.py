@@ -384,6 +384,9 @@ class CheckpointCheck:
     events: int = 0
     integrated: int = 0
     problems: list[LogProblem] = field(default_factory=list)
+    run_not_covered: dict[str, list[int]] = field(default_factory=dict)
+    """When one run was checked (not every run): its positions that this checkpoint does not
+    cover, being recorded after it (empty lists left out)."""
 
     @property
     def ok(self) -> bool:
@@ -434,14 +437,14 @@ def check_checkpoints(
     roots: dict[int, bytes] = {}
     compact = _CompactRange()
     events = 0
-    leaves = _Leaves(log, recomputed, whole=recomputed is not None and not complete)
+    whole = recomputed is not None and not complete
+    leaves = _Leaves(log, recomputed, whole=whole)
     unreadable: LogProblem | None = None
     pending = iter(sizes)
     wanted = next(pending, None)
     while wanted == 0:
         roots[0] = compact.root()
         wanted = next(pending, None)
-    whole = recomputed is not None and not complete
     stream: Iterator[Head | Row] = log.rows() if whole else log.heads(after=FIRST_ID)
     for head in stream:
         events += 1
@@ -489,6 +492,7 @@ def _judge(
 ) -> None:
     """Compare one checkpoint with the roots the events re-derived; name what differs."""
     size = result.checkpoint.size
+    result.run_not_covered = leaves.after(size)
     if size not in roots and unreadable is not None and result.events >= size:
         result.problems.append(unreadable)
     elif result.events < size:
@@ -516,12 +520,21 @@ class _Leaves:
         self._log = log
         self._recomputed = recomputed or {}
         self._whole = whole  # rows come whole: recompute the unchecked runs' from content
+        # and keep where the checked run's rows stand in the order (`placed`)
         self._names = _RunNames()
         self._rows: dict[str, int] = {}
         self.problems: list[LogProblem] = []
+        self.placed: dict[str, list[tuple[int, int]]] = {}
+        """Per checked run, with `whole`, (index in the ledger-wide order, position) of each of
+        its rows."""
+        self._index = -1
 
     def recomputed(self, head: Head | Row) -> bytes | None:
-        """The leaf from the event's recomputed hash; None where only the stored one is known."""
+        """The leaf from the event's recomputed hash; None where only the stored one is known.
+
+        Called once per stored row, in the ledger-wide order.
+        """
+        self._index += 1
         run_id = self._names.canonical(head[2])
         if run_id is None:
             detail = (
@@ -534,6 +547,8 @@ class _Leaves:
         if positions is None:
             return self._from_content(run_id, head) if self._whole else None
         self._rows[run_id] = self._rows.get(run_id, 0) + 1
+        if self._whole:
+            self.placed.setdefault(run_id, []).append((self._index, head[3]))
         digest = positions.get(head[3])
         if digest is None:
             detail = "a stored event of this run that its chain check did not read"
@@ -552,6 +567,14 @@ class _Leaves:
             self.problems.append(LogProblem("re-chained", str(e), run_id, row[3]))
             return None
         return hashlib.sha256(b"\x00" + digest).digest()
+
+    def after(self, size: int) -> dict[str, list[int]]:
+        """Per checked run (with `whole`), its positions at or past `size` in the order."""
+        late = {
+            run_id: [position for index, position in placed if index >= size]
+            for run_id, placed in self.placed.items()
+        }
+        return {run_id: positions for run_id, positions in late.items() if positions}
 
     def name(self, key: str) -> str:
         """A run id as the table spells it, canonical where it can be."""

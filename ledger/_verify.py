@@ -78,10 +78,14 @@ Reason = Literal[
     "index row missing",
     "run missing",
     "position repeated",
+    "key destroyed",
 ]
 """Why a run is broken. "index mismatch", "index row missing" and "run missing" concern the runs
 index: a field (or the tags) of a run's row disagrees with its events; a run has events but no
-row; a row lists a run with no events. "position repeated": two stored rows claim one position."""
+row; a row lists a run with no events. "position repeated": two stored rows claim one position.
+"key destroyed": a blob sealed for a data subject whose key is gone, though no ErasureRecorded
+fact names the key and the key table still links runs to it (deleted outside
+`Ledger.erase_subject`)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,11 @@ class VerifyReport:
     blobs_erased: int = 0
     """Of the blobs checked, those sealed for a data subject whose key was destroyed (their
     stored bytes still hash to their refs; their content reads as ``[erased]``)."""
+    blobs_erased_unrecorded: int = 0
+    """Of the erased blobs, those whose key no ErasureRecorded fact names: sealed under a key
+    this ledger never held (a subject's run imported from another ledger), or a key deleted
+    outside `Ledger.erase_subject` together with its run links. (A key deleted while runs are
+    still linked to it is a "key destroyed" problem.)"""
     problems: list[Problem] = field(default_factory=list)
     checkpoints: list[CheckpointCheck] = field(default_factory=list)
     """The signed checkpoints checked (``verify(checkpoint=...)``), each with its findings."""
@@ -134,6 +143,7 @@ class VerifyReport:
         self.events_checked += other.events_checked
         self.blobs_checked += other.blobs_checked
         self.blobs_erased += other.blobs_erased
+        self.blobs_erased_unrecorded += other.blobs_erased_unrecorded
         self.problems += other.problems
         self.checkpoints += other.checkpoints
         self.log_problems += other.log_problems

@@ -22,14 +22,24 @@ from agentledger.ledger._hashing import blob_ref
 from agentledger.ledger._subjects import is_sealed
 from agentledger.ledger.errors import CorruptBlobError, InvalidPayloadError
 
-__all__ = ["BlobCheck", "BlobLookup", "RunBlobs", "blob_refs_in", "refs_in_canonical"]
+__all__ = [
+    "BlobCheck",
+    "BlobLookup",
+    "RunBlobs",
+    "SealedCheck",
+    "blob_refs_in",
+    "refs_in_canonical",
+]
 
 BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes | CorruptBlobError]]
 """Canonical bytes by ref for the refs that exist; a blob that does not unpack as its error."""
 
-BlobReason = Literal["blob altered", "blob missing"]
+BlobReason = Literal["blob altered", "blob missing", "key destroyed"]
 Report = Callable[[int, BlobReason, str], None]
 """Where a broken blob is reported: the position of its first use in the run, why, and detail."""
+SealedCheck = Callable[[Mapping[str, Any]], tuple[BlobReason, str] | None]
+"""What is wrong with a sealed blob (its parsed envelope, intact by its ref), or None: that its
+data subject's key no longer opens it, or is gone without a recorded erasure."""
 
 _BLOB_REF = re.compile(r"sha256:[0-9a-f]{64}")
 _REF_OR_LIST = re.compile(rb'_ref":"(sha256:[0-9a-f]{64})"|_refs":\[')
@@ -141,8 +151,11 @@ class BlobCheck:
         *,
         cache_size: int = CACHE_SIZE,
         sealed: dict[str, str] | None = None,
+        check_sealed: SealedCheck | None = None,
     ) -> None:
         self._lookup = lookup
+        self._check_sealed = check_sealed
+        """When given, asked about every sealed blob whose ref holds (see `SealedCheck`)."""
         self._cache_size = cache_size
         self.sealed = sealed
         """When given, receives the ref and key id of every intact blob sealed for a data
@@ -226,6 +239,11 @@ class BlobCheck:
         if blob_ref(canonical) != ref:
             self._broken[ref] = ("blob altered", ref)
             return []
-        if self.sealed is not None and is_sealed(content):
-            self.sealed[ref] = content["key_id"]
+        if (self.sealed is not None or self._check_sealed is not None) and is_sealed(content):
+            wrong = self._check_sealed(content) if self._check_sealed is not None else None
+            if wrong is not None:
+                self._broken[ref] = (wrong[0], f"{ref}: {wrong[1]}")
+                return []
+            if self.sealed is not None:
+                self.sealed[ref] = content["key_id"]
         return refs_in_canonical(canonical, content)

@@ -18,7 +18,7 @@ from uuid import UUID
 from agentledger.ledger._backends import LedgerRecorder, ScannedEvent
 from agentledger.ledger._records import VERIFY_PAGE, RecordedEvent, RunInfo
 from agentledger.ledger._verify import BlobCheck, RunVerifier, VerifyReport, starts_from_parent
-from agentledger.ledger._verify_blobs import BlobLookup
+from agentledger.ledger._verify_blobs import BlobLookup, SealedCheck
 from agentledger.ledger.errors import CorruptEventError
 
 __all__ = ["VERIFY_PAGE", "PagedVerify"]
@@ -72,6 +72,7 @@ class PagedVerify:
         *,
         streams: frozenset[str] = frozenset(),
         progress: Callable[[int, int], None] | None = None,
+        check_sealed: SealedCheck | None = None,
     ) -> None:
         self.report = VerifyReport()
         self._progress = progress
@@ -84,7 +85,7 @@ class PagedVerify:
         self.starts: list[RecordedEvent] = []
         self.ends: dict[str, int] = {}
         self._recorder = recorder
-        self._blobs = BlobCheck(blobs, sealed=self.sealed)
+        self._blobs = BlobCheck(blobs, sealed=self.sealed, check_sealed=check_sealed)
         self._page_size = page_size
         self._hashes = hashes
         self._seen: set[str] = set()

@@ -247,7 +247,8 @@ class CheckpointError(LedgerError):
 
     `reason` is one of "bad signature", "malformed", "wrong origin", "rolled back", "forked",
     "not of this ledger", "not covered" (recorded after the checkpoint), "unreadable",
-    "published concurrently".
+    "published concurrently", "re-chained" (an event to prove no longer hashes to its stored
+    hash).
     """
 
     def __init__(self, reason: str, detail: str, source: str = "") -> None:

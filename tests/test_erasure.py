@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from test_ledger_tamper import Database
 from user_code import agents
 
 from agentledger.cli import main
@@ -129,6 +130,7 @@ def test_erasing_a_subject_leaves_the_others_untouched(opened: Ledger) -> None:
     report = opened.verify()
     assert report.ok, report.problems
     assert report.blobs_erased == result.blobs
+    assert report.blobs_erased_unrecorded == 0  # the fact names the key
     assert report.blobs_checked == before.blobs_checked
     assert report.runs_checked == before.runs_checked == 3
     events = opened.events(alice)
@@ -392,7 +394,9 @@ def test_an_export_carries_sealed_content_and_never_the_key(tmp_path: Path) -> N
     assert "secret" not in text
     with Ledger.open(f"sqlite:///{target}") as other:
         imported = other.import_file(tmp_path / "run.jsonl")
-        assert other.verify().ok
+        report = other.verify()
+        assert report.ok
+        assert report.blobs_erased == report.blobs_erased_unrecorded == 7  # no key here, ever
         assert other.blob(other.events(imported)[0].payload["input_ref"]) is ERASED
 
 
@@ -486,3 +490,63 @@ def test_a_sealed_blob_opens_only_with_its_key_and_intact() -> None:
             key.open_data(text)
     with pytest.raises(ValueError, match="does not open"):
         other.open_data(data)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def shredded(request: pytest.FixtureRequest) -> Iterator[tuple[str, Database, str]]:
+    """A subject's run next to a bystander on SQLite or PostgreSQL, and raw SQL access to it."""
+    url = str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url"))
+    with Ledger.open(url, redaction=None) as ledger:
+        run_id = record_subject_run(ledger, "alice", "A")
+        with ledger.record_run("bystander", input="hello") as other:
+            other.answer("hi")
+        assert ledger.verify().ok
+    db = Database(url, request.param)
+    yield url, db, run_id
+    db.close()
+
+
+def test_a_key_deleted_outside_erase_subject_is_named_by_verify(
+    shredded: tuple[str, Database, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A subject's key deleted by SQL, with no ErasureRecorded fact, is not an erasure."""
+    url, db, run_id = shredded
+    db.execute("DELETE FROM agentledger_subject_keys")
+    with Ledger.open(url) as ledger:
+        report = ledger.verify()
+    assert not report.ok
+    assert {p.reason for p in report.problems} == {"key destroyed"}
+    assert report.broken_runs == [run_id]
+    assert min(p.position for p in report.problems) == 1  # the input, sealed in RunStarted
+    assert "no ErasureRecorded fact names it" in report.problems[0].detail
+    assert main(["--db", url, "verify"]) == 1
+    assert f"BROKEN run {run_id} position 1: key destroyed" in capsys.readouterr().out
+
+
+def test_a_key_overwritten_in_the_key_table_is_named_by_verify(
+    shredded: tuple[str, Database, str],
+) -> None:
+    """A key row given other bytes leaves every ref intact but no blob that opens: named."""
+    url, db, run_id = shredded
+    db.execute("UPDATE agentledger_subject_keys SET secret = ?", [bytes(32)])
+    with Ledger.open(url) as ledger:
+        report = ledger.verify()
+    assert not report.ok
+    assert {p.reason for p in report.problems} == {"blob altered"}
+    assert report.broken_runs == [run_id]
+    assert all("does not open with its key" in p.detail for p in report.problems)
+
+
+def test_a_key_deleted_with_its_links_is_counted_apart_from_recorded_erasures(
+    shredded: tuple[str, Database, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gone with its run links and no fact, a key reads as one never held here: said so."""
+    url, db, _ = shredded
+    db.execute("DELETE FROM agentledger_subject_keys")
+    db.execute("DELETE FROM agentledger_subject_runs")
+    with Ledger.open(url) as ledger:
+        report = ledger.verify()
+    assert report.ok
+    assert report.blobs_erased == report.blobs_erased_unrecorded == 7
+    assert main(["--db", url, "verify"]) == 0
+    assert "7 of them under keys no recorded erasure names" in capsys.readouterr().out

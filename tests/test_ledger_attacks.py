@@ -611,3 +611,119 @@ def test_one_run_checked_against_a_checkpoint_recomputes_every_other_row(
     status, out = operated.verify(operated.run_id)
     assert status == 1, out
     assert "re-chained" in out
+
+
+def test_a_plain_verify_says_what_it_cannot_see(operated: Operated) -> None:
+    """Re-chained and imported again, the forged run passes a plain verify: which says why."""
+    forged = forge_tool_result(operated)
+    operated.db.drop_triggers()
+    delete_run(operated.db, operated.run_id)
+    assert operated.cli("import", str(forged))[0] == 0
+    status, out, _ = operated.cli("verify")
+    assert status == 0, out
+    assert out.startswith("intact: 2 runs")
+    assert "not checked against a signed checkpoint" in out
+    assert "a history rewritten with every hash recomputed" in out
+    status, out = operated.verify()
+    assert status == 1, out
+    assert "not checked against a signed checkpoint" not in out
+
+
+def forge_backdated_run(operated: Operated) -> str:
+    """A run made up by the attacker: the audited run's export under a new id, re-chained.
+
+    Its times are those of the audited run, from before the published checkpoint.
+    """
+    exported = operated.tmp / "copy.jsonl"
+    assert operated.cli("export", operated.run_id, "-o", str(exported))[0] == 0
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    forged_id = str(uuid.UUID(int=uuid.UUID(operated.run_id).int ^ 1))
+    for line in lines:
+        if "run_id" in line:
+            line["run_id"] = forged_id
+    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
+    old_ref = returned["payload"]["data_ref"]
+    blob = next(x for x in lines if x.get("ref") == old_ref)
+    blob["content"]["hours"][0]["forecast"] = "storm"
+    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
+    rechain(lines)
+    forged = operated.tmp / "backdated.jsonl"
+    forged.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    status, out, err = operated.cli("import", str(forged))
+    assert status == 0, err
+    assert out.strip() == forged_id
+    return forged_id
+
+
+def test_a_run_inserted_after_the_checkpoint_is_not_covered_when_checked_alone(
+    operated: Operated,
+) -> None:
+    """``verify RUN --checkpoint`` on a backdated run no checkpoint signed: "not covered".
+
+    The checkpoint itself holds (the events it signed are untouched), so a verdict that only
+    said so would read as if it vouched for the run.
+    """
+    forged = forge_backdated_run(operated)
+    status, out = operated.verify(forged)
+    assert status == 1, out
+    assert f"run {forged} position 1: not covered" in out
+    assert "positions 1.." in out
+    status, out = operated.verify(forged, "--allow-uncovered")
+    assert status == 0, out
+    assert f"positions 1..{len(operated_events(operated, forged))} of run {forged}" in out
+    status, out = operated.verify(operated.run_id)
+    assert status == 0, out
+    assert f"every event of run {operated.run_id} is covered" in out
+    status, out = operated.verify()
+    assert status == 0, "the whole ledger holds; the new run's events are counted as later"
+    assert "not covered by any checkpoint yet" in out
+    page = operated.tmp / "forged.html"
+    status, _, _ = operated.cli(
+        "report",
+        forged,
+        "-o",
+        str(page),
+        "--checkpoint",
+        str(operated.witness),
+        "--vkey",
+        str(operated.vkey),
+    )
+    assert status == 1
+    text = page.read_text(encoding="utf-8")
+    assert "Checkpoint check FAILED" in text
+    assert "not covered" in text
+
+
+def operated_events(operated: Operated, run_id: str) -> list[Any]:
+    """A run's events as stored."""
+    with Ledger.open(operated.url) as ledger:
+        return ledger.events(run_id)
+
+
+def test_proving_an_event_whose_content_changed_is_refused(operated: Operated) -> None:
+    """``prove`` of an edited event (its stored hash kept) refuses instead of proving that hash.
+
+    The stored hash is still the logged leaf, so its proof verifies; it would vouch for
+    content the event no longer holds.
+    """
+    returned = next(r for r in operated_events(operated, operated.run_id) if r.kind == "ToolCalled")
+    operated.db.drop_triggers()
+    state = json.loads(operated.db.state(operated.run_id, returned.position))
+    state["payload"]["arguments"] = {"place": "Elsewhere"}
+    operated.db.set_state(operated.run_id, returned.position, canonical_json(state))
+    note = sorted(operated.witness.iterdir())[-1]
+    status, out, err = operated.cli(
+        "prove",
+        operated.run_id,
+        "--position",
+        str(returned.position),
+        "--checkpoint",
+        str(note),
+        "--vkey",
+        str(operated.vkey),
+    )
+    assert status == 2, out
+    assert f"re-chained: run {operated.run_id} position {returned.position}" in err
+    assert "its content hashes to" in err
+    untouched = operated.cli("prove", operated.bystander, "--checkpoint", str(note))
+    assert untouched[0] == 0, untouched[2]
