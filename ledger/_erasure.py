@@ -1,8 +1,8 @@
 """Erasure of a data subject (crypto-shredding): destroy the key, record the fact, scrub files.
 
 `erase_subject` finds the subject's key and the runs that sealed content under it, counts the
-blobs that become unreadable, deletes the key (and its run links), records an ErasureRecorded
-fact in the ledger's erasure stream, and scrubs the database files. Events and blobs are never
+blobs that become unreadable, records an ErasureRecorded fact in the ledger's erasure stream,
+deletes the key (and its run links), and scrubs the database files. Events and blobs are never
 touched, so every hash still verifies. `erased_positions` names the positions of a run whose
 content is erased (what replay cannot compare). Must not know agents, projections or the CLI.
 """
@@ -110,12 +110,23 @@ def erase_subject(
         blobs=blobs,
     )
     prepared = ledger._prepare(fact)  # checked before anything is destroyed
+    # The fact first, then the key: an erasure cut short between the two leaves a recorded fact
+    # and a key still in place, which verify names ("erasure unfinished") and which the same
+    # erasure asked again completes (the fact is found, not recorded twice). The other order
+    # would leave a key gone with nothing saying who destroyed it, and no way to say it later.
+    recorded = next(
+        (e for e in ledger.erasures() if e.payload.get("key_id") == key.key_id), None
+    ) or _append(ledger, prepared)
     try:
         keys.destroy(subject)
     except (PersistenceError, OSError, Exception) as e:
-        raise StorageError(ledger.url, f"cannot delete the subject's key: {e}") from e
+        detail = (
+            f"the erasure is recorded (position {recorded.position} of the erasure stream), but "
+            f"the subject's key could not be deleted: {e}; ask for the same erasure again to "
+            "finish it"
+        )
+        raise StorageError(ledger.url, detail) from e
     ledger.__dict__.pop("_key_table", None)
-    recorded = _append(ledger, prepared)
     try:
         keys.scrub(vacuum=vacuum)
     except Exception as e:

@@ -615,7 +615,9 @@ class Ledger:
         """Destroy ``subject``'s key, so their sealed content reads as ``[erased]`` everywhere.
 
         Records an ErasureRecorded fact (who asked, why, which runs, how many blobs) in the
-        ledger's erasure stream, then makes the deleted key unrecoverable from the database
+        ledger's erasure stream, deletes the key (an erasure cut short after its fact is
+        finished by asking for it again: the fact is not recorded twice; until then `verify`
+        names it "erasure unfinished"), then makes the deleted key unrecoverable from the database
         files (SQLite: secure delete, a VACUUM unless ``vacuum=False``, a WAL checkpoint;
         PostgreSQL: a VACUUM of the key tables). Events and blobs are untouched, so `verify`
         still passes. Raises, writing nothing: `UnknownSubjectError` for a subject with no key

@@ -29,8 +29,9 @@ class SealedKeys:
     key table still links runs to it, was deleted by hand: that destroys a subject's content as
     surely as an erasure, but records nobody who asked or why. A key gone with neither is one
     this ledger never held (a subject's run imported from another ledger), or one deleted with
-    its links: verify counts those blobs apart (`VerifyReport.blobs_erased_unrecorded`). Each
-    key is read once.
+    its links: verify counts those blobs apart (`VerifyReport.blobs_erased_unrecorded`). A key
+    still in the table that a fact names belongs to an erasure cut short before it deleted the
+    key: the ledger says erased what anyone can still read. Each key is read once.
     """
 
     def __init__(self, ledger: Ledger) -> None:
@@ -55,6 +56,14 @@ class SealedKeys:
         key = self._keys[key_id]
         if key is None:
             return None
+        if key is not _UNRECORDED and key_id in self.recorded:
+            detail = (
+                f"an ErasureRecorded fact names its data subject's key {key_id}, but the key is "
+                "still in the key table, so the content it seals is still readable: an erasure "
+                "was cut short before it deleted the key (ask for the same erasure again to "
+                "finish it)"
+            )
+            return "erasure unfinished", detail
         if key is _UNRECORDED:
             detail = (
                 f"its data subject's key {key_id} is gone, but no ErasureRecorded fact names "

@@ -79,13 +79,16 @@ Reason = Literal[
     "run missing",
     "position repeated",
     "key destroyed",
+    "erasure unfinished",
 ]
 """Why a run is broken. "index mismatch", "index row missing" and "run missing" concern the runs
 index: a field (or the tags) of a run's row disagrees with its events; a run has events but no
 row; a row lists a run with no events. "position repeated": two stored rows claim one position.
 "key destroyed": a blob sealed for a data subject whose key is gone, though no ErasureRecorded
 fact names the key and the key table still links runs to it (deleted outside
-`Ledger.erase_subject`)."""
+`Ledger.erase_subject`). "erasure unfinished": an ErasureRecorded fact names the key of a blob
+whose key is still in the key table (an erasure cut short before it deleted the key; asking for
+it again finishes it)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ __all__ = [
 BlobLookup = Callable[[Sequence[str]], Mapping[str, bytes | CorruptBlobError]]
 """Canonical bytes by ref for the refs that exist; a blob that does not unpack as its error."""
 
-BlobReason = Literal["blob altered", "blob missing", "key destroyed"]
+BlobReason = Literal["blob altered", "blob missing", "key destroyed", "erasure unfinished"]
 Report = Callable[[int, BlobReason, str], None]
 """Where a broken blob is reported: the position of its first use in the run, why, and detail."""
 SealedCheck = Callable[[Mapping[str, Any]], tuple[BlobReason, str] | None]

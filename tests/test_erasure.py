@@ -30,6 +30,7 @@ from agentledger.ledger import (
     ReadOnlyDatabaseError,
     SequentialIds,
     StepClock,
+    StorageError,
     UnknownSubjectError,
     UsageError,
 )
@@ -550,3 +551,36 @@ def test_a_key_deleted_with_its_links_is_counted_apart_from_recorded_erasures(
     assert report.blobs_erased == report.blobs_erased_unrecorded == 7
     assert main(["--db", url, "verify"]) == 0
     assert "7 of them under keys no recorded erasure names" in capsys.readouterr().out
+
+
+def test_an_erasure_cut_short_before_the_key_is_deleted_is_named_and_finished(
+    shredded: tuple[str, Database, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fact comes first: a failure after it is named by verify; asking again finishes it."""
+    url, _db, run_id = shredded
+    with Ledger.open(url) as ledger:
+        keys_class = type(ledger._keys)
+
+        def crash(*_: Any) -> None:
+            raise OSError("the machine lost power")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(keys_class, "destroy", crash)
+            with pytest.raises(StorageError, match=r"the erasure is recorded .*ask for the same"):
+                ledger.erase_subject("alice", reason="art. 17", requested_by="dpo")
+        assert len(ledger.erasures()) == 1
+        cut = ledger.verify()
+        assert not cut.ok
+        assert {p.reason for p in cut.problems} == {"erasure unfinished"}
+        assert cut.broken_runs == [run_id]
+        assert "still readable" in cut.problems[0].detail
+
+        result = ledger.erase_subject("alice", reason="art. 17", requested_by="dpo")
+        facts = ledger.erasures()
+        assert len(facts) == 1  # the fact of the first attempt, not a second one
+        assert result.position == facts[0].position
+        assert result.runs == (run_id,)
+        finished = ledger.verify()
+        assert finished.ok, finished.problems
+        assert finished.blobs_erased > 0
+        assert finished.blobs_erased_unrecorded == 0
