@@ -219,6 +219,8 @@ class PagedVerify:
         verifier.recorded_meanwhile(lambda: self._recorder.get_run(run_id))
         needed = verifier.needs_origins
         if needed:
+            # the first pass's blobs stay counted: the second finds them remembered intact
+            checked = verifier.report.blobs_checked
             origins: dict[str, int] = {}
             for records, unreadable in self.run_pages(run_id):
                 for r in records:
@@ -228,4 +230,5 @@ class PagedVerify:
             for rows in self.run_rows(run_id):
                 verifier.feed_stored(rows)
                 verifier.check_blobs()
+            verifier.report.blobs_checked = max(verifier.report.blobs_checked, checked)
         self.report.merge(verifier.finish())

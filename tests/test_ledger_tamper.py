@@ -576,3 +576,26 @@ def test_a_deleted_blob_is_named_where_it_is_first_used(
     position = attacked.positions["ToolReturned"]
     assert broken[0].startswith(problem(attacked.run_id, position, "blob missing"))
     assert named(broken) == {(position, "blob missing")}
+
+
+@pytest.mark.parametrize("where", ["DeltaApplied", "ToolReturned"])
+def test_a_broken_run_still_counts_the_blobs_it_checked(recorded: Recorded, where: str) -> None:
+    """Verify reads a broken run again to name where hashes are stored; its blobs stay counted."""
+    with Ledger.open(recorded.url) as ledger:
+        intact = ledger.verify(recorded.run_id)
+        everything = ledger.verify()
+    assert intact.ok
+    assert intact.blobs_checked > 0
+    recorded.db.drop_triggers()
+    position = recorded.positions[where]
+    state = recorded.db.state(recorded.run_id, position)
+    forged = state.replace(b'"ts":"2026-', b'"ts":"2025-', 1)
+    assert forged != state
+    recorded.db.set_state(recorded.run_id, position, forged)
+    with Ledger.open(recorded.url) as ledger:
+        one = ledger.verify(recorded.run_id)
+        every = ledger.verify()
+    assert not one.ok
+    assert not every.ok
+    assert one.blobs_checked == intact.blobs_checked
+    assert every.blobs_checked == everything.blobs_checked
