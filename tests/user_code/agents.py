@@ -8,7 +8,9 @@ user edits between recording and replaying.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+import time
 from typing import Any
 
 import openai  # noqa: TID251 - a user's agent calls the real SDK
@@ -267,3 +269,53 @@ async def impatient(run: RunRecorder, question: str) -> list[str]:
             model="m", messages=[{"role": "user", "content": "quick"}]
         )
         return [first, str(reply.choices[0].message.content)]
+
+
+POOL_WAIT = "map"
+"""How `pooled` waits for its workers: ``map``, ``result``, ``wait``, ``as_completed`` (a
+`ThreadPoolExecutor`), or ``threads`` (plain threads, joined)."""
+POOL_SKIP = ""
+"""A city whose first question `pooled` leaves out (tests set it: its events never come)."""
+POOL_PAUSE: dict[str, float] = {}
+"""Seconds a city's worker works, unrecorded, before each of its questions (a slow tool)."""
+
+
+def pooled(run: RunRecorder, question: str) -> int:
+    """A worker per city, each asking twice and calling a recorded tool; the main thread waits."""
+    client = run.instrument(ScriptedClient(echo))
+
+    @run.recorded_tool
+    def temperature(city: str) -> int:
+        return CITIES[city]
+
+    def work(city: str) -> str:
+        for turn in range(2):
+            time.sleep(POOL_PAUSE.get(city, 0.0))
+            if not (city == POOL_SKIP and turn == 0):
+                client.chat.completions.create(
+                    model="scripted-1",
+                    messages=[{"role": "user", "content": f"{question} {city} #{turn}"}],
+                )
+            temperature(city)
+        return city
+
+    if POOL_WAIT == "threads":
+        threads = [threading.Thread(target=work, args=(city,)) for city in CITIES]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done = len(threads)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(CITIES)) as pool:
+            if POOL_WAIT == "map":
+                done = len(list(pool.map(work, CITIES)))
+            else:
+                futures = [pool.submit(work, city) for city in CITIES]
+                if POOL_WAIT == "wait":
+                    concurrent.futures.wait(futures)
+                elif POOL_WAIT == "as_completed":
+                    futures = list(concurrent.futures.as_completed(futures))
+                done = len([future.result() for future in futures])
+    run.delta({"cities": done})
+    return done
