@@ -329,3 +329,74 @@ def test_a_transport_failure_is_recorded_as_a_connection_error() -> None:
     (call,) = port.calls
     assert call.error is not None
     assert call.error.type == "APIConnectionError"
+
+
+# Cancelled streams -------------------------------------------------------------------------
+
+
+def test_a_stream_helper_whose_reader_is_cancelled_is_recorded_as_cancelled(
+    server: LoopbackServer,
+) -> None:
+    """A timeout while ``text_stream`` waits: recorded cancelled, with the text that arrived.
+
+    Replayed, the same pieces come, then the timeout fires again while the next never comes.
+    """
+    server.reply(Reply(text="abcdefghijklmnop", chunk_chars=2, chunk_delay_s=0.08))
+
+    async def main(port: Any) -> list[str]:
+        seen: list[str] = []
+        async with wrap(aclient(server), port) as sdk:
+
+            async def read() -> None:
+                async with sdk.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+                    async for text in stream.text_stream:
+                        seen.append(text)
+
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(read(), timeout=0.5)
+        return seen
+
+    live = KeptCalls()
+    recorded = asyncio.run(main(live))
+    (call,) = live.calls
+    assert call.error is not None
+    assert call.error.type == "CancelledError"
+    text = call.response["content"][0]["text"]  # type: ignore[index]
+    assert text == "".join(recorded)
+    assert text
+    assert "abcdefghijklmnop".startswith(text)
+    assert text != "abcdefghijklmnop"
+    replaying = ServedCalls(live.calls)
+    assert asyncio.run(main(replaying)) == recorded
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+def test_a_stream_helper_cancelled_before_it_answers_is_recorded_and_replayed(
+    server: LoopbackServer,
+) -> None:
+    """Cancelled while ``messages.stream`` waits for its response: recorded as cancelled.
+
+    In replay it answers nothing until the timeout fires again.
+    """
+    server.reply(Reply(text="too late", delay_s=1.0))
+
+    async def main(port: Any) -> None:
+        async with wrap(aclient(server), port) as sdk:
+
+            async def read() -> None:
+                async with sdk.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+                    await stream.get_final_text()
+
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(read(), timeout=0.2)
+
+    live = KeptCalls()
+    asyncio.run(main(live))
+    (call,) = live.calls
+    assert call.error is not None
+    assert (call.error.type, call.response) == ("CancelledError", None)
+    replaying = ServedCalls(live.calls)
+    asyncio.run(main(replaying))
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]

@@ -26,6 +26,7 @@ Must not record anything but through the port, and never an API key or auth toke
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -41,6 +42,7 @@ from anthropic.lib.streaming import (  # noqa: TID251 (the SDK's stream helper, 
 )
 
 from agentledger.agents.models._instrument_calls import (
+    CANCELLED,
     AsyncRecordedStream,
     CallSite,
     RecordedStream,
@@ -238,6 +240,8 @@ class _AsyncStreamManager:
         served = site.port.serve_call(request) if site.port.replaying else None
         if served is not None:  # None: live (a rerun's port serves None for a changed request)
             if served.response is None:
+                if served.error is not None and served.error.type == CANCELLED:
+                    await site.served_cancellation(request, served, started, stream=True)
                 error = site.served_exception(served)
                 await site.port.arecord_call(site.served(request, served, started, stream=True))
                 raise error
@@ -251,6 +255,9 @@ class _AsyncStreamManager:
             stream: AsyncMessageStream[Any] = await manager.__aenter__()
         except site.vendor.errors as error:
             await site.port.arecord_call(site.failed(request, error, started))
+            raise
+        except asyncio.CancelledError:  # given up on before it answered: the model was asked
+            await site.port.arecord_call(site.cancelled(request, started))
             raise
         recorded: Any = AsyncRecordedStream(_raw_stream(stream), site, request, started)
         stream._raw_stream = recorded
