@@ -180,6 +180,22 @@ def test_an_anthropic_stream_cancelled_mid_way_is_recorded_cancelled(
     assert replay_run(ledger, run_id).identical
 
 
+def test_anthropic_beta_messages_are_recorded_and_replay_offline(ledger: Ledger) -> None:
+    """``client.beta.messages`` create and stream: recorded (``beta: true``), served in replay."""
+    with LoopbackServer() as server:
+        server.reply(Reply(text="Sunny."), Reply(text="Sun.", chunk_chars=2))
+        agents.ANTHROPIC_URL = server.anthropic_url
+        answer, run_id = ledger.record_function(agents.beta_claude, "Weather in Oslo?")
+    agents.ANTHROPIC_URL = "http://127.0.0.1:9"
+    assert answer == "BetaMessage: Sunny. | ParsedBetaMessage: Sun."
+    calls = [e.payload for e in ledger.events(run_id) if e.kind == "ModelCalled"]
+    assert [c["params"] for c in calls] == [
+        {"max_tokens": 64, "betas": ["context-management-2025-06-27"], "beta": True},
+        {"max_tokens": 64, "stream": True, "beta": True},
+    ]
+    assert replay_run(ledger, run_id).identical
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_threads_diverging_at_once_report_the_earliest_call_every_time(ledger: Ledger) -> None:
     """Four threads whose calls all changed: the first recorded call is named, every replay."""

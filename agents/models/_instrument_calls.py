@@ -56,11 +56,22 @@ class CallSite:
     call is recorded again with the served answer, so the replay compares it.
     """
 
-    def __init__(self, vendor: Vendor, port: ModelCallPort, scrub: Scrubber, url: str) -> None:
+    def __init__(
+        self,
+        vendor: Vendor,
+        port: ModelCallPort,
+        scrub: Scrubber,
+        url: str,
+        *,
+        implied: Mapping[str, Any] | None = None,
+    ) -> None:
         self.vendor = vendor
         self.port = port
         self.scrub = scrub
         self.url = url
+        self.implied = dict(implied or {})
+        """Params every request of this site records though no argument names them (the
+        endpoint's: Anthropic's ``beta.messages`` records ``beta: true``)."""
 
     # Requests ----------------------------------------------------------------------------
 
@@ -70,7 +81,8 @@ class CallSite:
         """The arguments to send (iterables made lists, so they can be read twice) and the record.
 
         ``messages`` and ``tools`` have their own fields, the model its own; every other
-        argument is a param (``implied`` ones too, such as ``stream`` for a stream helper).
+        argument is a param (``implied`` ones too, such as ``stream`` for a stream helper, and
+        the site's own `implied` params).
         """
         sent = dict(kwargs)
         for name in ("messages", "tools"):
@@ -88,7 +100,7 @@ class CallSite:
             provider=self.vendor.provider,
             model=str(sent.get("model", "")),
             messages=messages,
-            params=to_json({**params, **implied}, self.scrub, omitted),
+            params=to_json({**params, **self.implied, **implied}, self.scrub, omitted),
             tools=None if tools is None or omitted(tools) else to_json(tools, self.scrub, omitted),
         )
         return sent, record

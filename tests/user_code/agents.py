@@ -401,3 +401,32 @@ async def impatient_claude(run: RunRecorder, question: str) -> list[Any]:
             ended = "cancelled"
         await run.adelta({"ended": ended, "seen": seen})
         return [ended, seen]
+
+
+def beta_claude(run: RunRecorder, question: str) -> str:
+    """Anthropic's ``beta.messages``: a create with ``betas``, then the stream helper."""
+    with anthropic.Anthropic(
+        api_key="sk-ant-test-0123456789", base_url=ANTHROPIC_URL, max_retries=0
+    ) as sdk:
+        client = run.instrument(sdk)
+        first = client.beta.messages.create(
+            model="c",
+            max_tokens=64,
+            messages=[{"role": "user", "content": question}],
+            betas=["context-management-2025-06-27"],
+        )
+        said = first.content[0].text
+        with client.beta.messages.stream(
+            model="c",
+            max_tokens=64,
+            messages=[
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": said},
+                {"role": "user", "content": "Again, shorter."},
+            ],
+        ) as stream:
+            again = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        answer = f"{type(first).__name__}: {said} | {type(final).__name__}: {again}"
+        run.answer(answer)
+        return answer
