@@ -299,7 +299,8 @@ def replay_run(
     (``module:qualname``) names another function to run, and is required for a run this
     ledger did not record itself (an imported one). Concurrent calls are recorded at their
     recorded positions; a call that waits ``stall_timeout`` seconds for the events before it
-    is a divergence (see ``agentledger.replay._serving``).
+    is a divergence, reported at once when nothing else of the function could record them
+    (see ``agentledger.replay._serving`` and ``_stuck``).
 
     Writes nothing. ``tools`` must hold the tools the run used (default: the built-ins); their
     results come from the record, never from running them. ``models`` replaces the record for

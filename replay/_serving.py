@@ -16,8 +16,9 @@ whose ``model_port()`` serves instrumented clients and whose recorded tools are 
 - recorded tools are served the same way (the function is not called), by tool and arguments.
 
 A wait that can never end (the events before a call are never recorded: the code changed) is
-reported as a divergence at once when nothing else of the run is alive, else after
-``stall_timeout`` seconds. Must not write to the audited run's ledger except through the
+reported as a divergence at once when nothing else of the run could record them (every other
+thread and task waits for its turn, has ended, or waits on those that do: see `_stuck`), else
+after ``stall_timeout`` seconds. Must not write to the audited run's ledger except through the
 recorder it is given.
 """
 
@@ -27,7 +28,6 @@ import asyncio
 import difflib
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +62,7 @@ from agentledger.replay._recorder import (
     ReplayStopped,
     redaction_fact,
 )
+from agentledger.replay._stuck import Participants
 from agentledger.replay.errors import EffectRefusedError, ReplayDivergenceError
 
 __all__ = ["BookCall", "BookTool", "CallBook", "ServingPort", "ServingRecorder"]
@@ -310,8 +311,8 @@ class ServingRecorder(CheckingRecorder):
         self._waiting: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._reserved: list[tuple[str, Sequence[Any], BookCall]] = []
         """Served calls not recorded yet: (request key, the messages served, the record)."""
-        self._parties: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._blocked: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._participants = Participants()
+        """Who runs the function, and whether any of them could still record (stalls)."""
         self._sleepers = 0
         """Threads waiting on ``_turns`` for their turn (changed and read under its lock)."""
         self._requests = RequestKeys(self.redacted)
@@ -322,12 +323,12 @@ class ServingRecorder(CheckingRecorder):
         self.live_tools = 0
 
     def join(self) -> None:
-        """Count the calling thread or task as one running the function (see `_nobody_else`)."""
+        """Count the calling thread or task as the one beginning the function (see `_stuck`)."""
+        self._participants.begin()
         self._join(_party())
 
     def _join(self, party: Any) -> None:
-        if party not in self._parties:  # a lookup costs less than adding it again
-            self._parties.add(party)
+        self._participants.join(party)
 
     def model_port(self) -> ModelCallPort:
         """The port instrumented clients record through: it serves from the record."""
@@ -383,10 +384,16 @@ class ServingRecorder(CheckingRecorder):
         )
 
     def record_served(self, call: CallRecord) -> int:
-        """Record a finished instrumented call (served ones at their turn, when gated)."""
+        """Record a finished instrumented call (served ones at their turn, when gated).
+
+        A live one is recorded after the repeated prefix, even when its client asked the
+        record from a task without awaiting the prefix (``serve_call``, not ``aserve_call``).
+        """
         found = self._reservation(call)
         if found is not None and self._gate:
             self._wait_turn(found.position)
+        elif found is None and asyncio._get_running_loop() is None:  # a loop's: never blocked
+            self._live_after_prefix()
         return self._record_model(call, found)
 
     async def arecord_served(self, call: CallRecord) -> int:
@@ -394,6 +401,8 @@ class ServingRecorder(CheckingRecorder):
         found = self._reservation(call)
         if found is not None and self._gate:
             await self._await_turn(found.position)
+        elif found is None:
+            await self._alive_after_prefix()
         position: int = await self._aop("_record_model", call, found)
         return position
 
@@ -665,7 +674,7 @@ class ServingRecorder(CheckingRecorder):
         me = _party()
         deadline = time.monotonic() + self._stall
         with self._turns:
-            self._blocked.add(me)
+            self._participants.wait(me, position - 1)
             self._sleepers += 1
             try:
                 while True:
@@ -676,12 +685,12 @@ class ServingRecorder(CheckingRecorder):
                     if self.position >= position - 1:
                         return
                     left = deadline - time.monotonic()
-                    if left <= 0 or self._nobody_else(me):
+                    if left <= 0 or self._participants.nobody_else(me, self.position):
                         break
                     self._turns.wait(min(left, 0.05))
             finally:
                 self._sleepers -= 1
-                self._blocked.discard(me)
+                self._participants.waited(me)
         if not soft:
             raise self._stalled(position)
 
@@ -705,15 +714,18 @@ class ServingRecorder(CheckingRecorder):
                     break
                 future: asyncio.Future[None] = loop.create_future()
                 self._waiting.append((position, loop, future))
-                self._blocked.add(me)
+                self._participants.wait(me, position - 1)
             try:
                 await asyncio.wait([future], timeout=0.05)
             finally:
                 with self._turns:
-                    self._blocked.discard(me)
+                    self._participants.waited(me)
                     self._waiting = [w for w in self._waiting if w[2] is not future]
-            if not future.done() and self._nobody_else(me):
-                break
+            if future.done():
+                continue
+            with self._turns:
+                if self._participants.nobody_else(me, self.position):
+                    break
         if not soft:
             raise self._stalled(position)
 
@@ -763,17 +775,6 @@ class ServingRecorder(CheckingRecorder):
         if end is not None:
             await self._await_turn(end, soft=True)
         await super().__aexit__(exc_type, exc, tb)
-
-    def _nobody_else(self, me: Any) -> bool:
-        """Whether every other party of the run is finished or waiting too (a deadlock)."""
-        for party in list(self._parties):
-            if party is me or party in self._blocked:
-                continue
-            if isinstance(party, threading.Thread) and party.is_alive():
-                return False
-            if isinstance(party, asyncio.Task) and not party.done():
-                return False
-        return True
 
     def _stalled(self, position: int) -> ReplayDivergenceError:
         at = self.position + 1

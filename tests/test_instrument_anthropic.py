@@ -10,7 +10,7 @@ from typing import Any
 import anthropic  # noqa: TID251 - these tests drive the real SDK through its instrumentation
 import httpx2
 import pytest
-from _ports import KeptCalls, ServedCalls, without_timing
+from _ports import KeptCalls, NoMatchingCallError, ServedCalls, without_timing
 
 from agentledger.agents.loopback import LoopbackServer, Reply, ToolCallReply
 from agentledger.agents.models import UnrecordedCallError
@@ -184,12 +184,17 @@ def test_a_401_is_recorded_without_the_key_and_reraised(
         ("with_streaming_response",),
         ("messages", "with_raw_response"),
         ("messages", "parse"),
+        ("beta", "with_raw_response"),
+        ("beta", "messages", "with_streaming_response"),
+        ("beta", "messages", "parse"),
+        ("beta", "messages", "tool_runner"),
+        ("beta", "messages", "thread"),
     ],
 )
 def test_what_would_bypass_recording_is_refused(
     server: LoopbackServer, path: tuple[str, ...]
 ) -> None:
-    """Raw responses and messages.parse raise UnrecordedCallError."""
+    """Raw responses, parse, and beta's tool runner and threads raise UnrecordedCallError."""
     target: Any = wrap(client(server), KeptCalls())
     for name in path[:-1]:
         target = getattr(target, name)
@@ -329,3 +334,153 @@ def test_a_transport_failure_is_recorded_as_a_connection_error() -> None:
     (call,) = port.calls
     assert call.error is not None
     assert call.error.type == "APIConnectionError"
+
+
+# Beta messages -----------------------------------------------------------------------------
+
+
+def beta_code(wrapped: Any) -> list[Any]:
+    """User code on ``client.beta.messages``: create, create(stream=True), the stream helper."""
+    messages = wrapped.beta.messages
+    first = messages.create(model="c", max_tokens=64, messages=USER, betas=["files-api-2025-04-14"])
+    events = list(messages.create(model="c", max_tokens=64, messages=USER, stream=True))
+    with messages.stream(model="c", max_tokens=64, messages=USER, system="again") as stream:
+        helper = (type(stream).__name__, [*stream.text_stream], stream.get_final_message())
+    return [first, events, helper]
+
+
+def test_beta_messages_are_recorded_and_replayed_as_beta_objects(server: LoopbackServer) -> None:
+    """beta.messages: recorded with ``beta: true``, replayed offline as BetaMessage and events."""
+    server.reply(
+        Reply(text="Sunny."),
+        Reply(text="It is 24 C.", chunk_chars=4),
+        Reply(text="Still 24 C.", chunk_chars=3),
+    )
+    live = KeptCalls()
+    recorded = beta_code(wrap(client(server), live))
+    assert [r.path for r in server.requests] == ["/v1/messages"] * 3
+    assert server.requests[0].headers["anthropic-beta"] == "files-api-2025-04-14"
+    assert [c.params for c in live.calls] == [
+        {"max_tokens": 64, "betas": ["files-api-2025-04-14"], "beta": True},
+        {"max_tokens": 64, "stream": True, "beta": True},
+        {"max_tokens": 64, "system": "again", "stream": True, "beta": True},
+    ]
+    replaying = ServedCalls(live.calls)
+    with anthropic.Anthropic(api_key=KEY, base_url="http://127.0.0.1:9", max_retries=0) as nowhere:
+        replayed = beta_code(wrap(nowhere, replaying))
+    assert len(server.requests) == 3
+    assert isinstance(replayed[0], anthropic.types.beta.BetaMessage)
+    assert replayed[0] == recorded[0]
+    assert isinstance(replayed[1][0], anthropic.types.beta.BetaRawMessageStartEvent)
+    assert [type(e) for e in replayed[1]] == [type(e) for e in recorded[1]]
+    texts = [e.delta.text for e in replayed[1] if e.type == "content_block_delta"]
+    assert "".join(texts) == "It is 24 C."
+    assert replayed[2][:2] == ("BetaMessageStream", ["Sti", "ll ", "24 ", "C."])
+    assert replayed[2][2] == recorded[2][2]
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+def test_a_beta_answer_is_not_served_to_a_plain_messages_call(server: LoopbackServer) -> None:
+    """The same request through ``messages`` is another request: the record does not answer it."""
+    server.reply(Reply(text="Sunny."))
+    live = KeptCalls()
+    wrap(client(server), live).beta.messages.create(model="c", max_tokens=8, messages=USER)
+    assert len(live.calls) == 1
+    with (
+        anthropic.Anthropic(api_key=KEY, base_url="http://127.0.0.1:9", max_retries=0) as nowhere,
+        pytest.raises(NoMatchingCallError),
+    ):
+        wrap(nowhere, ServedCalls(live.calls)).messages.create(
+            model="c", max_tokens=8, messages=USER
+        )
+
+
+def test_async_beta_stream_helper_replays_offline(server: LoopbackServer) -> None:
+    """``async with client.beta.messages.stream(...)``: the SDK's BetaAsyncMessageStream."""
+    server.reply(Reply(text="async beta text", chunk_chars=5))
+
+    async def main(port: Any) -> tuple[str, str, str]:
+        async with wrap(aclient(server), port) as sdk:
+            async with sdk.beta.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+                text = "".join([t async for t in stream.text_stream])
+                final = await stream.get_final_message()
+            return type(stream).__name__, text, type(final).__name__
+
+    live = KeptCalls()
+    recorded = asyncio.run(main(live))
+    replaying = ServedCalls(live.calls)
+    assert asyncio.run(main(replaying)) == recorded
+    assert recorded[:2] == ("BetaAsyncMessageStream", "async beta text")
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+# Cancelled streams -------------------------------------------------------------------------
+
+
+def test_a_stream_helper_whose_reader_is_cancelled_is_recorded_as_cancelled(
+    server: LoopbackServer,
+) -> None:
+    """A timeout while ``text_stream`` waits: recorded cancelled, with the text that arrived.
+
+    Replayed, the same pieces come, then the timeout fires again while the next never comes.
+    """
+    server.reply(Reply(text="abcdefghijklmnop", chunk_chars=2, chunk_delay_s=0.08))
+
+    async def main(port: Any) -> list[str]:
+        seen: list[str] = []
+        async with wrap(aclient(server), port) as sdk:
+
+            async def read() -> None:
+                async with sdk.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+                    async for text in stream.text_stream:
+                        seen.append(text)
+
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(read(), timeout=0.5)
+        return seen
+
+    live = KeptCalls()
+    recorded = asyncio.run(main(live))
+    (call,) = live.calls
+    assert call.error is not None
+    assert call.error.type == "CancelledError"
+    text = call.response["content"][0]["text"]  # type: ignore[index]
+    assert text == "".join(recorded)
+    assert text
+    assert "abcdefghijklmnop".startswith(text)
+    assert text != "abcdefghijklmnop"
+    replaying = ServedCalls(live.calls)
+    assert asyncio.run(main(replaying)) == recorded
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+def test_a_stream_helper_cancelled_before_it_answers_is_recorded_and_replayed(
+    server: LoopbackServer,
+) -> None:
+    """Cancelled while ``messages.stream`` waits for its response: recorded as cancelled.
+
+    In replay it answers nothing until the timeout fires again.
+    """
+    server.reply(Reply(text="too late", delay_s=1.0))
+
+    async def main(port: Any) -> None:
+        async with wrap(aclient(server), port) as sdk:
+
+            async def read() -> None:
+                async with sdk.messages.stream(model="c", max_tokens=8, messages=USER) as stream:
+                    await stream.get_final_text()
+
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(read(), timeout=0.2)
+
+    live = KeptCalls()
+    asyncio.run(main(live))
+    (call,) = live.calls
+    assert call.error is not None
+    assert (call.error.type, call.response) == ("CancelledError", None)
+    replaying = ServedCalls(live.calls)
+    asyncio.run(main(replaying))
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]

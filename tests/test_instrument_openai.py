@@ -17,7 +17,7 @@ import pytest
 from _ports import KeptCalls, NoMatchingCallError, ServedCalls, without_timing
 
 from agentledger.agents.loopback import LoopbackServer, Reply, ToolCallReply
-from agentledger.agents.models import UnrecordedCallError
+from agentledger.agents.models import UnrecordedCallError, _instrument_calls
 from agentledger.agents.models.openai_instrument import InstrumentedOpenAI, instrumentation
 from agentledger.agents.testing import database_bytes
 from agentledger.ledger import (
@@ -542,6 +542,74 @@ def test_a_replayed_stream_that_failed_mid_way_fails_again_after_its_text(
     replaying = ServedCalls(live.calls)
     assert consume(replaying) == recorded == ("abcd", recorded[1])
     assert recorded[1]
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+def read_until_cancelled(port: Any, server: LoopbackServer, timeout: float | None) -> list[str]:
+    """Read a stream's text, its reader cancelled by a timeout (none: read until it ends)."""
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with wrap(aclient(server), port) as sdk:
+
+            async def read() -> None:
+                stream = await sdk.chat.completions.create(model="m", messages=USER, stream=True)
+                async for chunk in stream:
+                    seen.append(chunk.choices[0].delta.content or "")
+
+            await asyncio.wait_for(read(), timeout=timeout)
+
+    with pytest.raises(TimeoutError if timeout is not None else asyncio.CancelledError):
+        asyncio.run(main())
+    return seen
+
+
+def test_a_stream_whose_reader_is_cancelled_is_recorded_as_cancelled(
+    server: LoopbackServer,
+) -> None:
+    """A timeout mid-stream: recorded as cancelled, with the chunks that arrived.
+
+    Replayed, the same chunks come, then nothing until the timeout fires again (no closing
+    chunk that never arrived).
+    """
+    server.reply(Reply(text="abcdefghijklmnop", chunk_chars=2, chunk_delay_s=0.1))
+    live = KeptCalls()
+    recorded = read_until_cancelled(live, server, timeout=0.5)
+    (call,) = live.calls
+    assert call.error is not None
+    assert (call.error.type, call.error.message) == (
+        "CancelledError",
+        "the stream was cancelled while it was read",
+    )
+    assert [a.error_type for a in call.attempts] == ["CancelledError"]
+    text = call.response["choices"][0]["message"]["content"]  # type: ignore[index]
+    assert text == "".join(recorded)
+    assert text
+    assert "abcdefghijklmnop".startswith(text)
+    assert text != "abcdefghijklmnop"
+    assert call.chunks is not None
+    assert len(call.chunks) == len(recorded)
+    replaying = ServedCalls(live.calls)
+    assert read_until_cancelled(replaying, server, timeout=0.5) == recorded
+    assert len(server.requests) == 1
+    assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
+
+
+def test_a_replayed_cancelled_stream_nobody_cancels_is_cancelled_after_its_wait(
+    server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replayed by code that no longer times out, the stream is cancelled as recorded.
+
+    It is, once it has waited as long as recorded and the grace (here 0.1 s) more.
+    """
+    monkeypatch.setattr(_instrument_calls, "CANCEL_GRACE_S", 0.1)
+    server.reply(Reply(text="abcdefghijklmnop", chunk_chars=2, chunk_delay_s=0.1))
+    live = KeptCalls()
+    recorded = read_until_cancelled(live, server, timeout=0.5)
+    replaying = ServedCalls(live.calls)
+    began = time.monotonic()
+    assert read_until_cancelled(replaying, server, timeout=None) == recorded
+    assert 0.5 <= time.monotonic() - began < 3.0
     assert [without_timing(c) for c in replaying.calls] == [without_timing(c) for c in live.calls]
 
 

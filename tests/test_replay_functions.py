@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from user_code import agents
@@ -28,12 +29,13 @@ TERSE = agents.SYSTEM
 
 @pytest.fixture(autouse=True)
 def original_prompt() -> Iterator[None]:
-    """Each test starts (and ends) with the agents' original system prompt."""
+    """Each test starts (and ends) with the agents' original prompt, questions and reading."""
     agents.SYSTEM = TERSE
     ask, agents.SHOUT = agents.ASK, ""
     yield
     agents.SYSTEM = TERSE
     agents.ASK, agents.SHOUT = ask, ""
+    agents.CLAUDE_READ = "helper"
 
 
 @pytest.mark.parametrize("agent", ["triage", "gathered", "threaded", "streamed", "marked"])
@@ -109,6 +111,88 @@ def test_a_call_given_up_on_is_recorded_and_replays_offline(ledger: Ledger) -> N
         None,
     ]
     assert calls[0]["latency_ms"] >= 150
+    assert replay_run(ledger, run_id).identical
+
+
+def first_call(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    """The first ModelCalled of a run, with its response and chunk timings read."""
+    call = next(e.payload for e in ledger.events(run_id) if e.kind == "ModelCalled")
+    return {
+        **call,
+        "response": ledger.blob(call["response_ref"])["message"],
+        "chunks": ledger.blob(call["chunks_ref"])["chunks"],
+    }
+
+
+def test_a_stream_cancelled_mid_way_is_recorded_cancelled_and_replays_offline(
+    ledger: Ledger,
+) -> None:
+    """A timeout cancels a stream's reader after a few chunks: recorded as cancelled with them.
+
+    Replay serves the same chunks, then the timeout fires again: the code sees what it saw
+    (recorded as a delta, so compared), and the run replays identically.
+    """
+    full = "abcdefghijklmnop"
+    with LoopbackServer() as server:
+        server.reply(Reply(text=full, chunk_chars=2, chunk_delay_s=0.1), Reply(text="on time"))
+        agents.OPENAI_URL = server.openai_url
+        result, run_id = asyncio.run(ledger.arecord_function(agents.impatient_stream, "q"))
+    agents.OPENAI_URL = "http://127.0.0.1:9/v1"  # nothing answers there: replay is offline
+    ended, seen, quick = result
+    assert (ended, quick) == ("gave up", "on time")
+    call = first_call(ledger, run_id)
+    assert call["error"]["type"] == "CancelledError"
+    text = call["response"]["choices"][0]["message"]["content"]
+    assert text == "".join(seen)
+    assert text
+    assert full.startswith(text)
+    assert text != full
+    assert len(call["chunks"]) == len(seen)
+    assert replay_run(ledger, run_id).identical
+
+
+@pytest.mark.parametrize("read", ["helper", "events", "busy"])
+def test_an_anthropic_stream_cancelled_mid_way_is_recorded_cancelled(
+    ledger: Ledger, read: str
+) -> None:
+    """Its reading task cancelled mid-stream: recorded as cancelled, replayed identically.
+
+    Read three ways: the stream helper's text stream, the raw events of
+    ``create(stream=True)``, and the helper cancelled while its reader was busy elsewhere.
+    """
+    agents.CLAUDE_READ = read
+    with LoopbackServer() as server:
+        server.reply(Reply(text="abcdefghijklmnop", chunk_chars=2, chunk_delay_s=0.08))
+        agents.ANTHROPIC_URL = server.anthropic_url
+        result, run_id = asyncio.run(ledger.arecord_function(agents.impatient_claude, "q"))
+    agents.ANTHROPIC_URL = "http://127.0.0.1:9"
+    ended, seen = result
+    assert ended == "cancelled"
+    if read == "busy":
+        assert len(seen) == 2
+    call = first_call(ledger, run_id)
+    assert call["error"]["type"] == "CancelledError"
+    text = call["response"]["content"][0]["text"] if call["response"]["content"] else ""
+    assert "abcdefghijklmnop".startswith(text)
+    assert text != "abcdefghijklmnop"
+    if read != "events":
+        assert text == "".join(seen)
+    assert replay_run(ledger, run_id).identical
+
+
+def test_anthropic_beta_messages_are_recorded_and_replay_offline(ledger: Ledger) -> None:
+    """``client.beta.messages`` create and stream: recorded (``beta: true``), served in replay."""
+    with LoopbackServer() as server:
+        server.reply(Reply(text="Sunny."), Reply(text="Sun.", chunk_chars=2))
+        agents.ANTHROPIC_URL = server.anthropic_url
+        answer, run_id = ledger.record_function(agents.beta_claude, "Weather in Oslo?")
+    agents.ANTHROPIC_URL = "http://127.0.0.1:9"
+    assert answer == "BetaMessage: Sunny. | ParsedBetaMessage: Sun."
+    calls = [e.payload for e in ledger.events(run_id) if e.kind == "ModelCalled"]
+    assert [c["params"] for c in calls] == [
+        {"max_tokens": 64, "betas": ["context-management-2025-06-27"], "beta": True},
+        {"max_tokens": 64, "stream": True, "beta": True},
+    ]
     assert replay_run(ledger, run_id).identical
 
 

@@ -4,9 +4,11 @@ Owns `CallSite` (one client's intercepted methods: a live call is sent through t
 recorded once it completes, an SDK error recorded as a failed call and re-raised unchanged; in
 replay no network call is made and the recorded answer comes back as real SDK objects) and
 `RecordedStream`/`AsyncRecordedStream` (a stream's chunks passed through as they arrive, timed,
-assembled, and the call recorded once when the stream ends, fails or is closed). Records go
-through the `ModelCallPort` only. Must not import a vendor SDK (see `_instrument_support` for
-the `Vendor` strategy that speaks for one).
+assembled, and the call recorded once when the stream ends, fails or is closed, or its reader is
+cancelled: then as a cancelled call, which replay serves as the chunks that arrived followed by
+nothing until the code cancels the reader again). Records go through the `ModelCallPort`
+only. Must not import a vendor SDK (see `_instrument_support` for the `Vendor` strategy that
+speaks for one).
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from agentledger.agents.models._instrument_support import (
 from agentledger.ledger import CallRecord, ModelCallPort, RunClosedError, ServedCall
 from agentledger.ledger.events import Attempt, ErrorInfo
 
-__all__ = ["AsyncRecordedStream", "CallSite", "RecordedStream"]
+__all__ = ["CANCELLED", "AsyncRecordedStream", "CallSite", "RecordedStream"]
 
 _ERROR_TEXT = 4000
 """How much of an error's message a failed call records (its start)."""
 CANCELLED = "CancelledError"
-"""The error type of a call cancelled before it answered (`CallSite.cancelled`)."""
+"""The error type of a call cancelled before it answered (`CallSite.cancelled`), and of an
+async stream whose reader was cancelled mid-way (recorded with the chunks that arrived)."""
 _CANCELLED_TEXT = "the call was cancelled before it answered"
+_CANCELLED_STREAM_TEXT = "the stream was cancelled while it was read"
 CANCEL_GRACE_S = 5.0
 """How much longer than recorded replay waits for a call recorded as cancelled to be cancelled."""
 
@@ -52,11 +56,22 @@ class CallSite:
     call is recorded again with the served answer, so the replay compares it.
     """
 
-    def __init__(self, vendor: Vendor, port: ModelCallPort, scrub: Scrubber, url: str) -> None:
+    def __init__(
+        self,
+        vendor: Vendor,
+        port: ModelCallPort,
+        scrub: Scrubber,
+        url: str,
+        *,
+        implied: Mapping[str, Any] | None = None,
+    ) -> None:
         self.vendor = vendor
         self.port = port
         self.scrub = scrub
         self.url = url
+        self.implied = dict(implied or {})
+        """Params every request of this site records though no argument names them (the
+        endpoint's: Anthropic's ``beta.messages`` records ``beta: true``)."""
 
     # Requests ----------------------------------------------------------------------------
 
@@ -66,7 +81,8 @@ class CallSite:
         """The arguments to send (iterables made lists, so they can be read twice) and the record.
 
         ``messages`` and ``tools`` have their own fields, the model its own; every other
-        argument is a param (``implied`` ones too, such as ``stream`` for a stream helper).
+        argument is a param (``implied`` ones too, such as ``stream`` for a stream helper, and
+        the site's own `implied` params).
         """
         sent = dict(kwargs)
         for name in ("messages", "tools"):
@@ -84,7 +100,7 @@ class CallSite:
             provider=self.vendor.provider,
             model=str(sent.get("model", "")),
             messages=messages,
-            params=to_json({**params, **implied}, self.scrub, omitted),
+            params=to_json({**params, **self.implied, **implied}, self.scrub, omitted),
             tools=None if tools is None or omitted(tools) else to_json(tools, self.scrub, omitted),
         )
         return sent, record
@@ -141,8 +157,10 @@ class CallSite:
         )
 
     def _failure(self, error: BaseException, latency_ms: float) -> tuple[ErrorInfo, list[Attempt]]:
-        kind = type(error).__name__
-        message = self.scrub.text(str(error))[:_ERROR_TEXT]
+        if isinstance(error, asyncio.CancelledError):  # a stream's reader, cancelled mid-way
+            kind, message = CANCELLED, _CANCELLED_STREAM_TEXT
+        else:
+            kind, message = type(error).__name__, self.scrub.text(str(error))[:_ERROR_TEXT]
         attempt = Attempt(
             number=1,
             status_code=self.vendor.status(error),
@@ -264,7 +282,7 @@ class CallSite:
             return served
         return self.port.serve_call(request)
 
-    async def _served_cancellation(
+    async def served_cancellation(
         self, request: CallRecord, served: ServedCall, started: float, *, stream: bool
     ) -> None:
         """Serve a call recorded as cancelled: it answers nothing until it is cancelled again.
@@ -273,12 +291,10 @@ class CallSite:
         as long after the call as recorded; a call still waiting `CANCEL_GRACE_S` after that
         is cancelled here, as the record says it was. Either way it is recorded when it ends.
         """
-        waited_ms = max((a.latency_ms or 0.0 for a in served.attempts), default=0.0)
         try:
-            await asyncio.sleep(waited_ms / 1000.0 + CANCEL_GRACE_S)
+            await _answer_nothing(served)
         finally:
             await self.port.arecord_call(self.served(request, served, started, stream=stream))
-        raise asyncio.CancelledError  # as a cancelled task raises it: with no message
 
     def as_recorded(self, result: Any, response: dict[str, Any]) -> Any:
         """The SDK answer the code goes on with: rebuilt from the record when it was redacted.
@@ -309,8 +325,8 @@ class CallSite:
     async def areplay(self, request: CallRecord, served: ServedCall, *, stream: bool) -> Any:
         """Serve an async call from the record (see `replay`)."""
         started = perf_counter()
-        if served.error is not None and served.error.type == CANCELLED:
-            await self._served_cancellation(request, served, started, stream=stream)
+        if _cancelled(served) and (not stream or served.response is None):
+            await self.served_cancellation(request, served, started, stream=stream)
         if served.response is None or (served.error is not None and not stream):
             error = self.served_exception(served)
             await self.port.arecord_call(
@@ -325,11 +341,43 @@ class CallSite:
 
     def replayed_chunks(self, served: ServedCall) -> Iterator[Any]:
         """A served stream's chunks, then its recorded error if it failed mid-stream."""
-        assert served.response is not None
-        sizes = [chunk[1] for chunk in served.chunks or []]
-        yield from self.vendor.chunks(served.response, sizes)
+        yield from self._served_chunks(served)
         if served.error is not None:
             raise self.served_exception(served)
+
+    async def areplayed_chunks(self, served: ServedCall) -> AsyncIterator[Any]:
+        """`replayed_chunks` for an async stream; one cancelled mid-way is cancelled again.
+
+        Its reader was cancelled (a timeout, its task cancelled) after the chunks recorded: they
+        are served, then the next one never comes until the code cancels the reader again, or
+        `CANCEL_GRACE_S` after the recorded wait, when it is cancelled here (as for a call).
+        """
+        for chunk in self._served_chunks(served):
+            yield chunk
+        if _cancelled(served):
+            await _answer_nothing(served)
+        if served.error is not None:
+            raise self.served_exception(served)
+
+    def _served_chunks(self, served: ServedCall) -> list[Any]:
+        """The chunks of a served stream: the recorded text, cut to the recorded sizes.
+
+        A stream that ended mid-way (an error, a cancellation) gives no more chunks than
+        arrived when it was recorded (the text all in them): none of the closing chunks that
+        never came (a finish chunk, ``message_stop``...).
+        """
+        assert served.response is not None
+        sizes = [chunk[1] for chunk in served.chunks or []]
+        chunks = self.vendor.chunks(served.response, sizes)
+        if served.error is None or served.chunks is None:
+            return chunks
+        text, seen = sum(int(size) for size in sizes), 0
+        assembler = self.vendor.assembler()
+        for count, chunk in enumerate(chunks):
+            if count >= len(sizes) and seen >= text:
+                return chunks[:count]
+            seen += assembler.add(chunk)
+        return chunks
 
 
 class _StreamState:
@@ -390,8 +438,29 @@ class _AsyncReplayedResponse(_ReplayedResponse):
 
 
 def _ended(error: BaseException) -> BaseException | None:
-    """The error a stream ended with, as recorded: none when the consumer stopped it."""
-    return error if isinstance(error, Exception) else None
+    """The error a stream ended with, as recorded: none when the consumer stopped it.
+
+    A cancellation of its reader (``asyncio.CancelledError``) is recorded as such.
+    """
+    return error if isinstance(error, Exception | asyncio.CancelledError) else None
+
+
+def _cancelled(served: ServedCall) -> bool:
+    """Whether a served call was recorded as cancelled (before it answered, or mid-stream)."""
+    return served.error is not None and served.error.type == CANCELLED
+
+
+async def _answer_nothing(served: ServedCall) -> None:
+    """Wait as a call recorded as cancelled did, and `CANCEL_GRACE_S` more; then cancel it."""
+    waited_ms = max((a.latency_ms or 0.0 for a in served.attempts), default=0.0)
+    await asyncio.sleep(waited_ms / 1000.0 + CANCEL_GRACE_S)
+    raise asyncio.CancelledError  # as a cancelled task raises it: with no message
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task is being cancelled (its code is unwinding a cancellation)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class RecordedStream:
@@ -492,7 +561,7 @@ class AsyncRecordedStream:
             self._source: AsyncIterator[Any] = aiter(inner)
         else:
             self._inner = _AsyncReplayedResponse(site.url)
-            self._source = _as_async(site.replayed_chunks(served))
+            self._source = site.areplayed_chunks(served)
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self
@@ -515,11 +584,18 @@ class AsyncRecordedStream:
             await self._state.site.port.arecord_call(record)
 
     async def close(self) -> None:
-        """Close the SDK stream and record the call with what was received."""
+        """Close the SDK stream and record the call with what was received.
+
+        Closed while its task is being cancelled (a timeout fired while the code was busy
+        between two chunks), the stream is recorded as cancelled.
+        """
+        await self._close(asyncio.CancelledError() if _being_cancelled() else None)
+
+    async def _close(self, error: BaseException | None) -> None:
         try:
             await self._inner.close()
         finally:
-            await self._finish(None)
+            await self._finish(error)
 
     async def __aenter__(self) -> AsyncRecordedStream:
         return self
@@ -530,7 +606,8 @@ class AsyncRecordedStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        cancelled = isinstance(exc, asyncio.CancelledError) or _being_cancelled()
+        await self._close(asyncio.CancelledError() if cancelled else None)
 
     def __getattr__(self, name: str) -> Any:
         inner = self.__dict__.get("_inner")
@@ -558,8 +635,3 @@ def _record_dropped(state: _StreamState | None) -> None:
         record_dropped = getattr(port, "record_dropped", port.record_call)
         with contextlib.suppress(RunClosedError):
             record_dropped(record)
-
-
-async def _as_async(chunks: Iterator[Any]) -> AsyncIterator[Any]:
-    for chunk in chunks:
-        yield chunk

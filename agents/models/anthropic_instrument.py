@@ -7,25 +7,30 @@ keeps the client's interface: everything passes through to it except ``messages.
 `MessageStream` - ``text_stream``, ``get_final_message()``... - reads its events through the
 recorder), each recorded as one ModelCalled per call (see
 `agentledger.agents.models._instrument_calls`; ``messages.stream`` records ``stream: true``
-among the params, as the request it sends), and ``with_options``/``copy``, which return an
-instrumented copy recording into the same run. ``with_raw_response``,
-``with_streaming_response`` and ``messages.parse`` would call the model unrecorded, so they
-raise `UnrecordedCallError`. Other resources (``beta``, ``models``, ``messages.batches``,
-``messages.count_tokens``...) pass through unrecorded.
+among the params, as the request it sends), the same two of ``beta.messages`` (recorded with
+``beta: true`` among the params: the request goes to the beta API), and
+``with_options``/``copy``, which return an instrumented copy recording into the same run.
+``with_raw_response``, ``with_streaming_response``, ``messages.parse`` and
+``beta.messages.parse``/``tool_runner``/``thread`` would call the model unrecorded, so they
+raise `UnrecordedCallError`. Other resources (``models``, ``messages.batches``,
+``messages.count_tokens``, the rest of ``beta``...) pass through unrecorded.
 
-In replay no network call is made: a recorded answer comes back as a real `Message`, a stream as
-real raw stream events (``message_start``, each content block's start, its text, JSON or
-thinking deltas cut to the recorded chunk sizes, its stop, ``message_delta``, ``message_stop``),
-and ``messages.stream`` as the SDK's real `MessageStream` over them. A recorded error is raised
-again as the SDK class of that name: an `APIStatusError` subclass with a synthetic ``httpx2``
-response of the recorded status (default: the class's own status), body ``None``;
-`APITimeoutError` and `APIConnectionError` on a synthetic request; anything else as `APIError`.
+In replay no network call is made: a recorded answer comes back as a real `Message` (a
+`BetaMessage` for ``beta.messages``), a stream as real raw stream events (``message_start``,
+each content block's start, its text, JSON or thinking deltas cut to the recorded chunk sizes,
+its stop, ``message_delta``, ``message_stop``; their ``BetaRaw...`` classes for beta), and
+``messages.stream`` as the SDK's real `MessageStream` (`BetaMessageStream`) over them. A
+recorded error is raised again as the SDK class of that name: an `APIStatusError` subclass with
+a synthetic ``httpx2`` response of the recorded status (default: the class's own status), body
+``None``; `APITimeoutError` and `APIConnectionError` on a synthetic request; anything else as
+`APIError`.
 
 Must not record anything but through the port, and never an API key or auth token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -35,12 +40,15 @@ from typing import Any, ClassVar
 
 import anthropic  # noqa: TID251 (this module is the Anthropic SDK's instrumentation)
 import httpx2
-from anthropic.lib.streaming import (  # noqa: TID251 (the SDK's stream helper, replayed)
+from anthropic.lib.streaming import (  # noqa: TID251 (the SDK's stream helpers, replayed)
     AsyncMessageStream,
+    BetaAsyncMessageStream,
+    BetaMessageStream,
     MessageStream,
 )
 
 from agentledger.agents.models._instrument_calls import (
+    CANCELLED,
     AsyncRecordedStream,
     CallSite,
     RecordedStream,
@@ -60,7 +68,12 @@ __all__ = ["AnthropicInstrumentation", "InstrumentedAnthropic", "instrumentation
 PROVIDER = "anthropic"
 _RAW = "call the method itself: its return value is recorded"
 _PARSE = "use messages.create or messages.stream: they are recorded"
+_RUNNERS = (
+    "it calls the model through the SDK's own client, unrecorded: call "
+    "beta.messages.create (or stream) in a loop of your own; each call is recorded"
+)
 _types = anthropic.types
+_beta = anthropic.types.beta
 _EVENTS: dict[str, type[Any]] = {
     "message_start": _types.RawMessageStartEvent,
     "content_block_start": _types.RawContentBlockStartEvent,
@@ -69,7 +82,17 @@ _EVENTS: dict[str, type[Any]] = {
     "message_delta": _types.RawMessageDeltaEvent,
     "message_stop": _types.RawMessageStopEvent,
 }
-_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
+_BETA_EVENTS: dict[str, type[Any]] = {
+    "message_start": _beta.BetaRawMessageStartEvent,
+    "content_block_start": _beta.BetaRawContentBlockStartEvent,
+    "content_block_delta": _beta.BetaRawContentBlockDeltaEvent,
+    "content_block_stop": _beta.BetaRawContentBlockStopEvent,
+    "message_delta": _beta.BetaRawMessageDeltaEvent,
+    "message_stop": _beta.BetaRawMessageStopEvent,
+}
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+BETA_PARAM = "beta"
+"""The param a ``beta.messages`` call records (``true``): its request goes to the beta API."""
 
 
 class AnthropicInstrumentation:
@@ -105,11 +128,11 @@ class InstrumentedAnthropic(InstrumentedClient):
     ) -> None:
         super().__init__(client, port)
         secrets = [getattr(client, name, None) for name in ("api_key", "auth_token")]
-        self._site = CallSite(
-            _AnthropicVendor(),
-            port,
-            Scrubber(secrets),
-            f"{str(client.base_url).rstrip('/')}/v1/messages",
+        scrub = Scrubber(secrets)
+        url = f"{str(client.base_url).rstrip('/')}/v1/messages"
+        self._site = CallSite(_AnthropicVendor(beta=False), port, scrub, url)
+        self._beta_site = CallSite(
+            _AnthropicVendor(beta=True), port, scrub, f"{url}?beta=true", implied={BETA_PARAM: True}
         )
 
     @cached_property
@@ -120,12 +143,39 @@ class InstrumentedAnthropic(InstrumentedClient):
             return _AsyncMessages(messages, self._site)
         return _Messages(messages, self._site)
 
+    @cached_property
+    def beta(self) -> _Beta:
+        """``client.beta``: its ``messages`` recorded as ``client.messages`` are."""
+        return _Beta(self._wrapped.beta, self._beta_site)
+
+
+class _Beta(Passthrough):
+    refused: ClassVar[Mapping[str, str]] = {
+        "with_raw_response": _RAW,
+        "with_streaming_response": _RAW,
+    }
+
+    def __init__(self, beta: Any, site: CallSite) -> None:
+        super().__init__(beta)
+        self._site = site
+
+    @cached_property
+    def messages(self) -> _Messages | _AsyncMessages:
+        """``client.beta.messages``: ``create`` and ``stream`` recorded, as `BetaMessage`s."""
+        messages = self._wrapped.messages
+        if isinstance(messages, anthropic.resources.beta.AsyncMessages):
+            return _AsyncBetaMessages(messages, self._site)
+        return _BetaMessages(messages, self._site)
+
 
 _MESSAGES_REFUSED = {"with_raw_response": _RAW, "with_streaming_response": _RAW, "parse": _PARSE}
+_BETA_MESSAGES_REFUSED = {**_MESSAGES_REFUSED, "tool_runner": _RUNNERS, "thread": _RUNNERS}
 
 
 class _Messages(Passthrough):
     refused: ClassVar[Mapping[str, str]] = _MESSAGES_REFUSED
+    stream_type: ClassVar[type[Any]] = MessageStream
+    """The SDK's `MessageStream` class ``stream`` hands out (in replay too)."""
 
     def __init__(self, messages: Any, site: CallSite) -> None:
         super().__init__(messages)
@@ -137,11 +187,18 @@ class _Messages(Passthrough):
 
     def stream(self, **kwargs: Any) -> _StreamManager:
         """``messages.stream(...)``: the SDK's stream helper, its events recorded."""
-        return _StreamManager(self._wrapped, self._site, kwargs)
+        return _StreamManager(self._wrapped, self._site, kwargs, self.stream_type)
+
+
+class _BetaMessages(_Messages):
+    refused: ClassVar[Mapping[str, str]] = _BETA_MESSAGES_REFUSED
+    stream_type: ClassVar[type[Any]] = BetaMessageStream
 
 
 class _AsyncMessages(Passthrough):
     refused: ClassVar[Mapping[str, str]] = _MESSAGES_REFUSED
+    stream_type: ClassVar[type[Any]] = AsyncMessageStream
+    """The SDK's `AsyncMessageStream` class ``stream`` hands out (in replay too)."""
 
     def __init__(self, messages: Any, site: CallSite) -> None:
         super().__init__(messages)
@@ -153,7 +210,12 @@ class _AsyncMessages(Passthrough):
 
     def stream(self, **kwargs: Any) -> _AsyncStreamManager:
         """``messages.stream(...)`` for ``async with``: the SDK's helper, its events recorded."""
-        return _AsyncStreamManager(self._wrapped, self._site, kwargs)
+        return _AsyncStreamManager(self._wrapped, self._site, kwargs, self.stream_type)
+
+
+class _AsyncBetaMessages(_AsyncMessages):
+    refused: ClassVar[Mapping[str, str]] = _BETA_MESSAGES_REFUSED
+    stream_type: ClassVar[type[Any]] = BetaAsyncMessageStream
 
 
 def _raw_stream(stream: object) -> Any:
@@ -176,10 +238,13 @@ class _StreamManager:
     events. Leaving the block closes the stream, which records the call.
     """
 
-    def __init__(self, messages: Any, site: CallSite, kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self, messages: Any, site: CallSite, kwargs: Mapping[str, Any], stream_type: type[Any]
+    ) -> None:
         self._messages = messages
         self._site = site
         self._kwargs = kwargs
+        self._stream_type = stream_type
         self._manager: Any = None
         self._stream: MessageStream[Any] | None = None
 
@@ -194,7 +259,7 @@ class _StreamManager:
                 site.port.record_call(site.served(request, served, started, stream=True))
                 raise error
             raw: Any = RecordedStream(None, site, request, started, served=served)
-            self._stream = MessageStream(
+            self._stream = self._stream_type(
                 raw, output_format=sent.get("output_format", anthropic.omit)
             )
             return self._stream
@@ -224,10 +289,13 @@ class _StreamManager:
 class _AsyncStreamManager:
     """``async with client.messages.stream(...) as stream``: as `_StreamManager`, async."""
 
-    def __init__(self, messages: Any, site: CallSite, kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self, messages: Any, site: CallSite, kwargs: Mapping[str, Any], stream_type: type[Any]
+    ) -> None:
         self._messages = messages
         self._site = site
         self._kwargs = kwargs
+        self._stream_type = stream_type
         self._manager: Any = None
         self._stream: AsyncMessageStream[Any] | None = None
 
@@ -238,11 +306,13 @@ class _AsyncStreamManager:
         served = site.port.serve_call(request) if site.port.replaying else None
         if served is not None:  # None: live (a rerun's port serves None for a changed request)
             if served.response is None:
+                if served.error is not None and served.error.type == CANCELLED:
+                    await site.served_cancellation(request, served, started, stream=True)
                 error = site.served_exception(served)
                 await site.port.arecord_call(site.served(request, served, started, stream=True))
                 raise error
             raw: Any = AsyncRecordedStream(None, site, request, started, served=served)
-            self._stream = AsyncMessageStream(
+            self._stream = self._stream_type(
                 raw, output_format=sent.get("output_format", anthropic.omit)
             )
             return self._stream
@@ -251,6 +321,9 @@ class _AsyncStreamManager:
             stream: AsyncMessageStream[Any] = await manager.__aenter__()
         except site.vendor.errors as error:
             await site.port.arecord_call(site.failed(request, error, started))
+            raise
+        except asyncio.CancelledError:  # given up on before it answered: the model was asked
+            await site.port.arecord_call(site.cancelled(request, started))
             raise
         recorded: Any = AsyncRecordedStream(_raw_stream(stream), site, request, started)
         stream._raw_stream = recorded
@@ -275,6 +348,10 @@ class _AnthropicVendor:
     provider = PROVIDER
     errors: tuple[type[Exception], ...] = (anthropic.APIError,)
 
+    def __init__(self, *, beta: bool) -> None:
+        self._message: type[Any] = _beta.BetaMessage if beta else _types.Message
+        self._events = _BETA_EVENTS if beta else _EVENTS
+
     def omitted(self, value: object) -> bool:
         return isinstance(value, anthropic.Omit | anthropic.NotGiven)
 
@@ -296,11 +373,13 @@ class _AnthropicVendor:
     def assembler(self) -> _MessageAssembler:
         return _MessageAssembler()
 
-    def response(self, response: Mapping[str, Any]) -> _types.Message:
-        return _types.Message.model_validate(response)
+    def response(self, response: Mapping[str, Any]) -> Any:
+        return self._message.model_validate(response)
 
     def chunks(self, response: Mapping[str, Any], sizes: Sequence[float]) -> list[Any]:
-        return [_EVENTS[event["type"]].model_validate(event) for event in _events(response, sizes)]
+        return [
+            self._events[event["type"]].model_validate(event) for event in _events(response, sizes)
+        ]
 
     def exception(self, error: ErrorInfo, status: int | None, url: str) -> Exception:
         request = httpx2.Request("POST", url)
@@ -364,6 +443,9 @@ class _MessageAssembler:
             block["signature"] = delta.signature
         elif delta.type == "citations_delta":
             block["citations"] = [*(block.get("citations") or []), delta.citation.model_dump()]
+        elif delta.type == "compaction_delta":  # beta: the block's whole content, at once
+            block["content"] = delta.content
+            block["encrypted_content"] = delta.encrypted_content
 
     def _delta(self, event: Any) -> None:
         message = self._message if self._message is not None else {}
@@ -375,6 +457,10 @@ class _MessageAssembler:
         for key, value in event.usage.model_dump(mode="json").items():
             if value is not None:
                 usage[key] = value
+        beta_only = {"context_management", "input_transformations"}  # a beta event's own
+        for key, value in event.model_dump(mode="json", include=beta_only).items():
+            if value is not None:
+                message[key] = value
 
     def result(self) -> dict[str, Any]:
         message = dict(self._message or {"type": "message", "role": "assistant", "content": []})

@@ -8,9 +8,12 @@ user edits between recording and replaying.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+import time
 from typing import Any
 
+import anthropic  # noqa: TID251 - a user's agent calls the real SDK
 import openai  # noqa: TID251 - a user's agent calls the real SDK
 
 from agentledger.agents.testing import AsyncScriptedClient, ScriptedClient
@@ -267,3 +270,163 @@ async def impatient(run: RunRecorder, question: str) -> list[str]:
             model="m", messages=[{"role": "user", "content": "quick"}]
         )
         return [first, str(reply.choices[0].message.content)]
+
+
+POOL_WAIT = "map"
+"""How `pooled` waits for its workers: ``map``, ``result``, ``wait``, ``as_completed`` (a
+`ThreadPoolExecutor`), or ``threads`` (plain threads, joined)."""
+POOL_SKIP = ""
+"""A city whose first question `pooled` leaves out (tests set it: its events never come)."""
+POOL_PAUSE: dict[str, float] = {}
+"""Seconds a city's worker works, unrecorded, before each of its questions (a slow tool)."""
+
+
+def pooled(run: RunRecorder, question: str) -> int:
+    """A worker per city, each asking twice and calling a recorded tool; the main thread waits."""
+    client = run.instrument(ScriptedClient(echo))
+
+    @run.recorded_tool
+    def temperature(city: str) -> int:
+        return CITIES[city]
+
+    def work(city: str) -> str:
+        for turn in range(2):
+            time.sleep(POOL_PAUSE.get(city, 0.0))
+            if not (city == POOL_SKIP and turn == 0):
+                client.chat.completions.create(
+                    model="scripted-1",
+                    messages=[{"role": "user", "content": f"{question} {city} #{turn}"}],
+                )
+            temperature(city)
+        return city
+
+    if POOL_WAIT == "threads":
+        threads = [threading.Thread(target=work, args=(city,)) for city in CITIES]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done = len(threads)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(CITIES)) as pool:
+            if POOL_WAIT == "map":
+                done = len(list(pool.map(work, CITIES)))
+            else:
+                futures = [pool.submit(work, city) for city in CITIES]
+                if POOL_WAIT == "wait":
+                    concurrent.futures.wait(futures)
+                elif POOL_WAIT == "as_completed":
+                    futures = list(concurrent.futures.as_completed(futures))
+                done = len([future.result() for future in futures])
+    run.delta({"cities": done})
+    return done
+
+
+ANTHROPIC_URL = "http://127.0.0.1:9"
+"""Where the Anthropic agents send their calls (a test points it at a loopback server)."""
+
+
+async def impatient_stream(run: RunRecorder, question: str) -> list[Any]:
+    """A stream read until a 0.5 s timeout cancels its reader, then a call that answers.
+
+    What the code saw (the pieces before the cancellation) is recorded as a delta, so replay
+    compares it.
+    """
+    async with openai.AsyncOpenAI(api_key="sk-test", base_url=OPENAI_URL, max_retries=0) as sdk:
+        client = run.instrument(sdk)
+        seen: list[str] = []
+
+        async def read() -> None:
+            stream = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": question}], stream=True
+            )
+            async for chunk in stream:
+                seen.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+
+        try:
+            await asyncio.wait_for(read(), timeout=0.5)
+            ended = "read to the end"
+        except TimeoutError:
+            ended = "gave up"
+        reply = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "quick"}]
+        )
+        await run.adelta({"ended": ended, "seen": seen})
+        return [ended, seen, reply.choices[0].message.content]
+
+
+CLAUDE_READ = "helper"
+"""How `impatient_claude` reads its stream: ``helper`` (``messages.stream``'s ``text_stream``),
+``events`` (``messages.create(stream=True)``), each cancelled after 0.5 s, or ``busy`` (the
+helper, its reader cancelled once busy after two pieces rather than while waiting for one)."""
+
+
+async def impatient_claude(run: RunRecorder, question: str) -> list[Any]:
+    """An Anthropic stream whose reading task another task cancels (see `CLAUDE_READ`)."""
+    async with anthropic.AsyncAnthropic(
+        api_key="sk-ant-test-0123456789", base_url=ANTHROPIC_URL, max_retries=0
+    ) as sdk:
+        client = run.instrument(sdk)
+        seen: list[str] = []
+        busy = asyncio.Event()
+        request: dict[str, Any] = {
+            "model": "c",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": question}],
+        }
+
+        async def read() -> None:
+            if CLAUDE_READ == "events":
+                events = await client.messages.create(**request, stream=True)
+                async for event in events:
+                    seen.append(event.type)
+                return
+            async with client.messages.stream(**request) as stream:
+                async for text in stream.text_stream:
+                    seen.append(text)
+                    if CLAUDE_READ == "busy" and len(seen) == 2:
+                        busy.set()
+                        await asyncio.Event().wait()  # busy until cancelled
+
+        reader = asyncio.create_task(read())
+        if CLAUDE_READ == "busy":
+            await busy.wait()
+        else:
+            await asyncio.sleep(0.5)
+        reader.cancel()
+        try:
+            await reader
+            ended = "read to the end"
+        except asyncio.CancelledError:
+            ended = "cancelled"
+        await run.adelta({"ended": ended, "seen": seen})
+        return [ended, seen]
+
+
+def beta_claude(run: RunRecorder, question: str) -> str:
+    """Anthropic's ``beta.messages``: a create with ``betas``, then the stream helper."""
+    with anthropic.Anthropic(
+        api_key="sk-ant-test-0123456789", base_url=ANTHROPIC_URL, max_retries=0
+    ) as sdk:
+        client = run.instrument(sdk)
+        first = client.beta.messages.create(
+            model="c",
+            max_tokens=64,
+            messages=[{"role": "user", "content": question}],
+            betas=["context-management-2025-06-27"],
+        )
+        said = first.content[0].text
+        with client.beta.messages.stream(
+            model="c",
+            max_tokens=64,
+            messages=[
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": said},
+                {"role": "user", "content": "Again, shorter."},
+            ],
+        ) as stream:
+            again = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        answer = f"{type(first).__name__}: {said} | {type(final).__name__}: {again}"
+        run.answer(answer)
+        return answer
