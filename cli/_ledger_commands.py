@@ -331,6 +331,16 @@ def _export_progress(written: int, total: int) -> None:
     print(f"\rexport: {written:,}/{total:,} lines", end="", file=sys.stderr, flush=True)
 
 
+def _import_progress(stage: str, done: int, total: int) -> None:
+    """``import: checked 12,000/175,004 lines``, then ``import: wrote 1,000/100,002 events``."""
+    text = (
+        f"checked {done:,}/{total:,} lines"
+        if stage == "checked"
+        else (f"wrote {done:,}/{total:,} events")
+    )
+    print(f"\r\033[Kimport: {text}", end="", file=sys.stderr, flush=True)
+
+
 def _verify_progress(read: int, total: int) -> None:
     """``verify: 120,000/480,000 events`` on a terminal, rewritten in place."""
     print(f"\rverify: {read:,}/{total:,} events", end="", file=sys.stderr, flush=True)
@@ -615,10 +625,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     sources = _import_sources(args.file)
     imported: list[str] = []
     refused: list[tuple[str, str]] = []
+    shown = sys.stderr.isatty() and not args.json
     with open_ledger(args) as ledger, tempfile.TemporaryDirectory() as scratch:
         for name in sources:
             try:
-                imported.append(_import_one(ledger, name, Path(scratch)))
+                imported.append(_import_one(ledger, name, Path(scratch), shown=shown))
             except (CliError, LedgerError) as e:
                 if len(sources) == 1:
                     raise
@@ -643,20 +654,23 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
-def _import_one(ledger: Ledger, name: str, scratch: Path) -> str:
-    """Import one export file (``-``: stdin); the run's id."""
+def _import_one(ledger: Ledger, name: str, scratch: Path, *, shown: bool = False) -> str:
+    """Import one export file (``-``: stdin); the run's id. `shown`: a progress line on stderr."""
     source = Path(name)
     if name == "-":
         source = scratch / "stdin.jsonl"
         with source.open("wb") as copy:
             shutil.copyfileobj(sys.stdin.buffer, copy)
     try:
-        return ledger.import_file(source)
+        return ledger.import_file(source, progress=_import_progress if shown else None)
     except ImportRefusedError as e:
         if e.limit is None:
             raise
         option = "--" + e.limit.replace("_", "-")
         raise CliError(f"{describe(e)} (to accept it, raise the limit: {option} N)") from e
+    finally:
+        if shown:
+            print("\r\033[K", end="", file=sys.stderr)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:

@@ -1,10 +1,11 @@
 """Checking an exported run offline: its chain, its blobs, its checkpoint and inclusion proofs.
 
 An auditor holds one export file and the operator's published verifier key, and no database.
-`verify_export` reads the file with import's own checks (nothing in it is trusted), verifies
-the run's hash chain and blobs as `verify` does, opens the checkpoint the file carries with the
-verifier key, and checks every event's inclusion proof against the signed root, using each
-event's hash recomputed from its content. Must not write anything.
+`verify_export` reads the file with import's own checks (nothing in it is trusted; one pass in
+bounded memory, `_export_read`), verifies the run's hash chain and blobs as `verify` does, opens
+the checkpoint the file carries with the verifier key, and checks every event's inclusion proof
+against the signed root, using each event's hash recomputed from its content (each proof line is
+read again from the file when its event is checked). Must not write anything.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from pathlib import Path
 
 from agentledger.ledger._checkpoint import Checkpoint
 from agentledger.ledger._checkpoints import check_export_proofs
-from agentledger.ledger._export import _read
-from agentledger.ledger._hashing import envelope_hash
+from agentledger.ledger._export_read import ExportFile
 from agentledger.ledger._limits import Limits
 from agentledger.ledger._tlog import LogProblem
-from agentledger.ledger._verify import VerifyReport, verify_run
-from agentledger.ledger.errors import InvalidPayloadError
+from agentledger.ledger._verify import VerifyReport
 
 __all__ = ["ExportVerification", "verify_export"]
 
@@ -65,40 +64,37 @@ def verify_export(
     `allow_uncovered`, events after the last proven one (a run that went on after the
     checkpoint) are listed in ``not_covered`` instead; at least one event must still be proven.
     """
-    file = _read(Path(path), limits or Limits())
-    run_id = str(file.header.get("run_id", ""))
-    result = ExportVerification(str(path), VerifyReport(), refused=list(file.problems))
-    if file.problems:
+    with ExportFile.open(Path(path), limits or Limits()) as file:
+        return _verify(file, verifier_keys, allow_uncovered=allow_uncovered)
+
+
+def _verify(
+    file: ExportFile, verifier_keys: Sequence[str], *, allow_uncovered: bool
+) -> ExportVerification:
+    """`verify_export` of a file read (see there)."""
+    run_id = file.run_id
+    result = ExportVerification(file.source, VerifyReport(), refused=list(file.findings.problems))
+    if file.findings.problems:
         return result
-    blobs = file.blobs
-    result.report = verify_run(
-        run_id, file.records, lambda refs: {r: blobs[r] for r in refs if r in blobs}
-    )
-    events: list[tuple[int, str]] = []
-    for record in file.records:
-        try:
-            events.append((record.position, envelope_hash(record.envelope())))
-        except InvalidPayloadError:
-            events.append((record.position, record.hash))  # reported by verify_run
+    result.report = file.verify()
     check = check_export_proofs(
-        run_id, events, file.checkpoint, file.proofs, verifier_keys, source=str(path)
+        run_id, file.recomputed(), file.checkpoint, file.proofs, verifier_keys, source=file.source
     )
     result.report.log_problems += check.problems
     result.checkpoint = check.checkpoint
     result.covered = check.covered
     result.not_covered = check.not_covered
-    last = file.records[-1] if file.records else None
-    result.ended = last is not None and last.kind in {"RunCompleted", "RunFailed"}
+    result.ended = file.last_kind() in {"RunCompleted", "RunFailed"}
     if check.checkpoint is not None and not check.problems:
         late = check.not_covered
         if late and (not allow_uncovered or not check.covered):
             span = f"{late[0]}" if len(late) == 1 else f"{late[0]}..{late[-1]}"
             detail = (
-                f"{len(late)} of its {len(events)} events (positions {span}) carry no inclusion "
-                f"proof in the checkpoint of {check.checkpoint.size} events, so nothing vouches "
-                "for them: export the run again with a newer checkpoint"
+                f"{len(late)} of its {file.event_count} events (positions {span}) carry no "
+                f"inclusion proof in the checkpoint of {check.checkpoint.size} events, so nothing "
+                "vouches for them: export the run again with a newer checkpoint"
             )
             result.report.log_problems.append(
-                LogProblem("not covered", detail, run_id, late[0], checkpoint=str(path))
+                LogProblem("not covered", detail, run_id, late[0], checkpoint=file.source)
             )
     return result

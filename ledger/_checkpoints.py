@@ -421,17 +421,18 @@ class ExportCheck:
 
 def check_export_proofs(
     run_id: str,
-    events: Sequence[tuple[int, str]],
+    events: Iterable[tuple[int, str]],
     note: str | None,
-    proofs: dict[int, dict[str, Any]],
+    proofs: Mapping[int, dict[str, Any]],
     verifier_keys: Sequence[str],
     *,
     source: str = "",
 ) -> ExportCheck:
     """Check an exported run's checkpoint signature and each event's inclusion proof.
 
-    `events` are (position, hash as recomputed from the file's content). Every proof must
-    verify against the signed root; events without a proof are listed as not covered.
+    `events` are (position, hash as recomputed from the file's content), in position order,
+    read once. Every proof must verify against the signed root; events without a proof are
+    listed as not covered.
     """
     result = ExportCheck()
     if note is None:

@@ -1184,11 +1184,23 @@ class Ledger:
         except OSError as e:
             raise ExportRefusedError(os.fspath(path), f"cannot write the file: {e}") from e
 
-    def import_file(self, path: str | os.PathLike[str]) -> str:
-        """Verify an export file and write its run; refuses a broken file and writes nothing."""
+    def import_file(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> str:
+        """Verify an export file and write its run; refuses a broken file and writes nothing.
+
+        Memory stays bounded however long the run: a first pass checks the file line by line
+        (keeping a small index in a scratch database in the temporary folder), a second reads
+        it again to write it, and refuses a file that changed in between. ``progress`` is told
+        ``("checked", lines read, lines in all)`` every thousand lines of the first pass and
+        ``("written", events written, events in all)`` after each batch the second commits.
+        """
         from agentledger.ledger._export import import_run
 
-        return import_run(self, path)
+        return import_run(self, path, progress)
 
     # Transparency log ------------------------------------------------------------------------
 

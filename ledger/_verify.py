@@ -199,13 +199,15 @@ class RunVerifier:
     names the position its predecessor is stored at; that takes a map of where each stored hash
     is (`origins`). Without one (a first pass), the hashes such a report needs are collected in
     `needs_origins`: when it is not empty, feed the run again to a verifier given where those
-    hashes are stored (a broken run costs up to three passes, an intact one one).
+    hashes are stored (a broken run costs up to three passes, an intact one one). Without a
+    `BlobCheck` (`blobs` None) the caller checks the blobs itself: it takes the refs each page
+    named from ``named_blobs.pending`` after feeding it (an export file's reader does).
     """
 
     def __init__(
         self,
         run_id: str,
-        blobs: BlobCheck,
+        blobs: BlobCheck | None,
         info: RunInfo | None = None,
         *,
         indexed: bool = False,
@@ -321,6 +323,7 @@ class RunVerifier:
         what is left.
         """
         runs = [self, *others]
+        assert self._blobs is not None, "without a BlobCheck the caller checks the blobs"
         self.report.blobs_checked += self._blobs.check([r.named_blobs for r in runs])
 
     def recorded_meanwhile(self, read_again: Callable[[], RunInfo | None]) -> None:
@@ -337,7 +340,9 @@ class RunVerifier:
 
     def finish(self) -> VerifyReport:
         """Check the runs index against what was fed, and return the report."""
-        if self.named_blobs.pending:
+        if self._blobs is None:
+            assert not self.named_blobs.pending, "the caller takes the refs each page named"
+        elif self.named_blobs.pending:
             self.check_blobs()
         if self._info is not None or self._indexed:
             _check_index(self._run, self._info, self.report.problems)

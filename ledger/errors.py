@@ -211,6 +211,10 @@ class ImportRefusedError(LedgerError):
     """An export file failed verification; nothing was written.
 
     `limit` names the first `Limits` field a line of the file exceeded, if that is a reason.
+    One case writes: a file that changes while its run is being written (after it verified) is
+    refused at the first line that is not what was checked, and the events committed before it
+    are a start of the run that verifies (the problem says how many); importing the intact file
+    completes the run.
     """
 
     def __init__(self, source: str, problems: Sequence[str], *, limit: str | None = None) -> None:
