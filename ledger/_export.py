@@ -261,11 +261,11 @@ def _held(ledger: Ledger, run_id: str, file: ExportFile) -> tuple[int, Run] | No
     """How many of the file's events the ledger holds, and the run as it stands; or None.
 
     None when the ledger's events are not a start of the file's, nor the file's a start of the
-    ledger's. The ledger holding the start of this very chain is an import cut short (it commits in
-    batches) or an earlier export of the run: the file is verified whole, so what follows
-    links to the existing head, and importing again completes the run. A ledger holding more
-    than the file (the run went on here) has nothing new to take. Both are read a page at a
-    time.
+    ledger's. The ledger holding the start of this very chain is an import cut short (it
+    commits in batches) or an earlier export of the run: the file is verified whole, so what
+    follows links to the existing head, and importing again completes the run. A ledger holding
+    more than the file (the run went on here) has nothing new to take. Both are read a page at
+    a time, and the run is rebuilt from its first and last events, not by loading it.
     """
     incoming = file.hashes()
     held = 0
@@ -328,7 +328,7 @@ def _write(
         held = ledger.run(file.run_id).event_count if file.run_id in ledger.run_ids() else 0
         detail = (
             f"{'; '.join(e.problems)}: {held} of its {file.event_count} events are written (a "
-            "start of the run that verifies); import the file again once it is complete"
+            "start of the run that verifies); import the file again once it stops changing"
         )
         raise ImportRefusedError(file.source, [detail]) from e
 

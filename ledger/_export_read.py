@@ -400,7 +400,10 @@ class ExportFile:
         try:
             self._source.check_unchanged()
         except FileChangedError as e:
-            detail = "the file changed after it was checked: import it again once it is complete"
+            detail = (
+                "the file changed after it was checked (nothing was written): import it again "
+                "once it stops changing"
+            )
             raise ImportRefusedError(self.source, [detail]) from e
 
 
