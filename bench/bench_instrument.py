@@ -1,12 +1,9 @@
 """Instrumented SDK calls: a call through `run.instrument(client)` vs the bare SDK call.
 
 The real ``openai`` and ``anthropic`` SDK clients call the loopback server
-(`agentledger.agents.loopback`, answering a 240-character text, 30 stream chunks of 8
-characters) with no think time: the bare call is the cheapest a model call gets, so every row
-shows the whole cost of recording. The server runs in a process of its own, as a model's
-server does (in the measuring process it would take the interpreter lock from the client and
-the recorder's commit thread while it answers; information rows give the creates measured that
-way). For each SDK, sync and async, plain and
+(`agentledger.agents.loopback`, a thread of this process answering a 240-character text, 30
+stream chunks of 8 characters) with no think time: the bare call is the cheapest a model call
+gets, so every row shows the whole cost of recording. For each SDK, sync and async, plain and
 streamed (every chunk read): the baseline is the bare client; measured is the same client
 instrumented into a run recorded in a SQLite file with the ledger's default durability
 (``normal``: written to the write-ahead log without waiting for the disk; see docs/storage.md).
@@ -31,15 +28,12 @@ other load on the machine). Run: ``python -m bench --only instrument
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import cProfile
-import multiprocessing
 import pstats
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -190,46 +184,9 @@ def _row(
     }
 
 
-def _serve(url_sink: Connection, delay_s: float) -> None:
-    """The loopback server in a process of its own, until its parent says stop (or exits)."""
-    with LoopbackServer(responder=_answer, delay_s=delay_s) as server:
-        url_sink.send(server.url)
-        with contextlib.suppress(EOFError):
-            url_sink.recv()
-
-
-@contextmanager
-def _server(delay_s: float = 0.0, *, in_process: bool = False) -> Iterator[str]:
-    """The loopback server's URL: in its own process, as a model's server is, or in this one.
-
-    In this process, the server's request handling takes the interpreter lock the client and
-    the recorder's commit thread also need, so the commit's work cannot overlap the server's
-    (it does with any real model, which runs elsewhere).
-    """
-    if in_process:
-        with LoopbackServer(responder=_answer, delay_s=delay_s) as server:
-            yield server.url
-        return
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    process = context.Process(target=_serve, args=(child, delay_s), daemon=True)
-    process.start()
-    try:
-        if not parent.poll(60):
-            msg = "the loopback server process did not start within 60 s"
-            raise RuntimeError(msg)
-        yield parent.recv()
-    finally:
-        with contextlib.suppress(OSError):
-            parent.send("stop")
-        process.join(10)
-        if process.is_alive():
-            process.kill()
-
-
-def _cases(url: str) -> Iterator[tuple[str, bool, Any]]:
+def _cases(server: LoopbackServer) -> Iterator[tuple[str, bool, Any]]:
     """(SDK, stream, client or async factory) for each measured case."""
-    for sdk, make in _clients(url).items():
+    for sdk, make in _clients(server.url).items():
         client = make if sdk.endswith("async") else make()
         for stream in (False, True):
             yield sdk, stream, client
@@ -251,8 +208,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "discard": _Discard(),
         }
         try:
-            with _server() as url:
-                for sdk, stream, client in _cases(url):
+            with LoopbackServer(responder=_answer) as server:
+                for sdk, stream, client in _cases(server):
                     kind = f"{sdk} {'stream' if stream else 'create'}"
                     chosen = dict(variants)
                     if sdk == "openai" and not stream:
@@ -325,27 +282,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                             else "",
                         )
                     )
-            with _server(in_process=True) as url:
-                for sdk, stream, client in _cases(url):
-                    if stream:
-                        continue
-                    times = _measure({"bare": None, "sqlite": sqlite}, client, sdk, False, sizes)
-                    rows.append(
-                        _row(
-                            f"{sdk} create, server in this process: instrumented (SQLite) vs bare",
-                            times["sqlite"],
-                            times["bare"],
-                            target=None,
-                            note="information: the loopback server as a thread of the measuring "
-                            "process (how this row was measured before): its request handling "
-                            "and the recorder's commit thread take turns on one interpreter lock"
-                            if sdk == "openai"
-                            else "",
-                        )
-                    )
             think = (max(2, sizes[0] // 2), max(5, sizes[1] // 4))
-            with _server(THINK_S) as url:
-                for sdk, stream, client in _cases(url):
+            with LoopbackServer(responder=_answer, delay_s=THINK_S) as server:
+                for sdk, stream, client in _cases(server):
                     if sdk != "openai":
                         continue
                     kind = f"{sdk} {'stream' if stream else 'create'}"
