@@ -662,7 +662,7 @@ def _import_one(ledger: Ledger, name: str, scratch: Path, *, shown: bool = False
         with source.open("wb") as copy:
             shutil.copyfileobj(sys.stdin.buffer, copy)
     try:
-        return ledger.import_file(source, progress=_import_progress if shown else None)
+        run_id = ledger.import_file(source, progress=_import_progress if shown else None)
     except ImportRefusedError as e:
         if e.limit is None:
             raise
@@ -671,6 +671,29 @@ def _import_one(ledger: Ledger, name: str, scratch: Path, *, shown: bool = False
     finally:
         if shown:
             print("\r\033[K", end="", file=sys.stderr)
+    if _carries_checkpoint(source):
+        shown_name = "FILE" if name == "-" else name
+        print(
+            f"agentledger: {name} carries a signed checkpoint and inclusion proofs, which import "
+            f"does not check (it holds no keys): `agentledger verify --file {shown_name} --vkey "
+            "KEY` checks that the run is the one the checkpoint's signer logged",
+            file=sys.stderr,
+        )
+    return run_id
+
+
+_HEADER_BYTES = 1 << 16
+
+
+def _carries_checkpoint(path: Path) -> bool:
+    """Whether an export's header line announces proofs (an export made with ``--checkpoint``)."""
+    try:
+        with path.open("rb") as file:
+            header = json.loads(file.readline(_HEADER_BYTES))
+    except (OSError, ValueError):
+        return False
+    proofs = header.get("proofs") if isinstance(header, dict) else None
+    return type(proofs) is int and proofs > 0
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:

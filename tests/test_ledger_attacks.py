@@ -373,6 +373,25 @@ def test_an_exported_run_verifies_offline_with_only_the_verifier_key(operated: O
         assert elsewhere.import_file(exported) == operated.run_id
 
 
+def test_importing_a_checkpointed_export_says_its_signature_is_not_checked(
+    operated: Operated,
+) -> None:
+    """Import checks hashes, not signatures: a file with a checkpoint says how to check it."""
+    exported = export_with_checkpoint(operated)
+    plain = operated.tmp / "plain.jsonl"
+    assert operated.cli("export", operated.run_id, "-o", str(plain))[0] == 0
+    notes = []
+    for path, db in ((exported, "signed.db"), (plain, "plain.db")):
+        operated.capsys.readouterr()
+        assert main(["--db", f"sqlite:///{operated.tmp / db}", "import", str(path)]) == 0
+        captured = operated.capsys.readouterr()
+        assert captured.out.strip() == operated.run_id
+        notes.append(captured.err)
+    assert "carries a signed checkpoint and inclusion proofs, which import does not" in notes[0]
+    assert f"verify --file {exported} --vkey KEY" in notes[0]
+    assert notes[1] == ""
+
+
 def test_a_rechained_export_file_fails_its_inclusion_proofs(operated: Operated) -> None:
     """Forge the tool result in the file and recompute the chain: the proofs no longer hold."""
     exported = export_with_checkpoint(operated)
