@@ -287,17 +287,7 @@ def _held(ledger: Ledger, run_id: str, file: ExportFile) -> tuple[int, Run] | No
                 return None
     if first is None or last is None:
         return 0, ledger.load(run_id)
-    run = Run.start(
-        first.run_id,
-        kind=first.kind,
-        schema_version=first.version,
-        event_id=first.event_id,
-        recorded_at=first.timestamp,
-        prev=first.prev,
-        hash=first.hash,
-        payload=first.payload,
-        payload_jcs=canonical_json(first.payload),
-    )
+    run = Run.started_by(first, canonical_json(first.payload))
     run.collect_events()
     run.advance(last.position, last.hash, status)
     return held, run

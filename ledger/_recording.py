@@ -404,17 +404,7 @@ class RunRecorder:
     ) -> RunRecorder:
         """The recorder of a run whose RunStarted was just committed (no read needed)."""
         first = recorded[0]
-        run = Run.start(
-            first.run_id,
-            kind=first.kind,
-            schema_version=first.version,
-            event_id=first.event_id,
-            recorded_at=first.timestamp,
-            prev=first.prev,
-            hash=first.hash,
-            payload=first.payload,
-            payload_jcs=prepared.payload_jcs,
-        )
+        run = Run.started_by(first, prepared.payload_jcs)
         run.collect_events()
         recorder = cls(ledger, run)
         recorder._recent.extend(recorded)

@@ -7,12 +7,15 @@ append needs: position, head hash and status. It does not know storage or agents
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from agentledger.ledger._hashing import GENESIS
+
+if TYPE_CHECKING:
+    from agentledger.ledger._records import RecordedEvent
 
 __all__ = ["Run"]
 
@@ -85,6 +88,21 @@ class Run(Aggregate):
     def start(cls, run_id: str, **envelope: Any) -> Run:
         """Create the aggregate with its RunStarted envelope at position 1."""
         return cls._create(cls.Started, id=UUID(run_id), **envelope)
+
+    @classmethod
+    def started_by(cls, first: RecordedEvent, payload_jcs: bytes) -> Run:
+        """The aggregate of a run whose recorded RunStarted is ``first`` (canonical payload)."""
+        return cls.start(
+            first.run_id,
+            kind=first.kind,
+            schema_version=first.version,
+            event_id=first.event_id,
+            recorded_at=first.timestamp,
+            prev=first.prev,
+            hash=first.hash,
+            payload=first.payload,
+            payload_jcs=payload_jcs,
+        )
 
     def advance(self, position: int, head_hash: str, status: str) -> None:
         """Move the head after the ledger committed events up to `position` directly.
