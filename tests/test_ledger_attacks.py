@@ -118,6 +118,19 @@ def test_events_recorded_after_the_checkpoint_are_said_to_be_uncovered(operated:
     assert "not covered" in out
 
 
+def forge_the_forecast(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """Turn the tool's first forecast to "storm" under a new blob ref and re-chain the run.
+
+    Returns the forged ToolReturned line.
+    """
+    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
+    blob = next(x for x in lines if x.get("ref") == returned["payload"]["data_ref"])
+    blob["content"]["hours"][0]["forecast"] = "storm"
+    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
+    rechain(lines)
+    return returned
+
+
 def rechain(lines: list[dict[str, Any]]) -> None:
     """Recompute every event hash, link and end-event head hash with the documented formula."""
     prev = GENESIS
@@ -136,12 +149,7 @@ def forge_tool_result(operated: Operated) -> Path:
     exported = operated.tmp / "run.jsonl"
     assert operated.cli("export", operated.run_id, "-o", str(exported))[0] == 0
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
-    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
-    old_ref = returned["payload"]["data_ref"]
-    blob = next(x for x in lines if x.get("ref") == old_ref)
-    blob["content"]["hours"][0]["forecast"] = "storm"
-    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
-    rechain(lines)
+    forge_the_forecast(lines)
     forged = operated.tmp / "forged.jsonl"
     forged.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return forged
@@ -396,11 +404,7 @@ def test_a_rechained_export_file_fails_its_inclusion_proofs(operated: Operated) 
     """Forge the tool result in the file and recompute the chain: the proofs no longer hold."""
     exported = export_with_checkpoint(operated)
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
-    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
-    blob = next(x for x in lines if x.get("ref") == returned["payload"]["data_ref"])
-    blob["content"]["hours"][0]["forecast"] = "storm"
-    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
-    rechain(lines)
+    returned = forge_the_forecast(lines)
     exported.write_text("".join(json.dumps(x) + "\n" for x in lines))
     status, out = verify_file(operated, exported)
     assert status == 1, out
@@ -660,12 +664,7 @@ def forge_backdated_run(operated: Operated) -> str:
     for line in lines:
         if "run_id" in line:
             line["run_id"] = forged_id
-    returned = next(x for x in lines if x.get("kind") == "ToolReturned")
-    old_ref = returned["payload"]["data_ref"]
-    blob = next(x for x in lines if x.get("ref") == old_ref)
-    blob["content"]["hours"][0]["forecast"] = "storm"
-    blob["ref"] = returned["payload"]["data_ref"] = blob_ref(canonical_json(blob["content"]))
-    rechain(lines)
+    forge_the_forecast(lines)
     forged = operated.tmp / "backdated.jsonl"
     forged.write_text("".join(json.dumps(x) + "\n" for x in lines))
     status, out, err = operated.cli("import", str(forged))
